@@ -1,0 +1,199 @@
+"""Events: the typed records every later stage works on (DESIGN.md, contract v1).
+
+Sizes are bytes, times are timezone-less ISO strings, and every event knows the
+file lines it came from. The same incident seen through several channels (raylet.out,
+the driver console, events/*.log) is folded into one event with several sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+KINDS = (
+    "ray_oom_kill",
+    "ray_oom_summary",
+    "ray_worker_died",
+    "ray_actor_unavailable",
+    "watchdog_timeout",
+    "gpu_memory",
+    "cuda_oom",
+    "vllm_memory_error",
+    "kernel_oom",
+)
+
+COMPONENTS = (
+    "rollout",
+    "update_weight",
+    "actor_train",
+    "critic",
+    "ref_model",
+    "reward_model",
+    "checkpoint",
+    "driver",
+    "unknown",
+)
+
+GIB = 1024**3
+UNITS = {
+    "b": 1,
+    "bytes": 1,
+    "kb": 1024,  # the kernel's and Ray's "kB"/"KB" are KiB
+    "kib": 1024,
+    "mb": 1024**2,
+    "mib": 1024**2,
+    "gb": GIB,  # Ray, veRL, EasyR1 and vLLM print GiB and call it GB
+    "gib": GIB,
+    "tb": 1024**4,
+    "tib": 1024**4,
+}
+
+
+def to_bytes(number: str | float, unit: str = "GiB") -> int:
+    """Convert a printed size to bytes; every tool oomlens reads means binary units."""
+    value = float(str(number).replace(",", ""))
+    return round(value * UNITS[unit.strip().lower()])
+
+
+@dataclass(slots=True)
+class Source:
+    """Where an event was read: a file (or archive member, or '-') and its line range."""
+
+    path: str
+    line: int
+    end_line: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "end_line": self.end_line}
+
+
+@dataclass(slots=True)
+class Event:
+    """One occurrence of a contract kind, with the context its envelope carried."""
+
+    kind: str
+    source: Source
+    text: str
+    time: str | None = None
+    time_inferred: bool = False
+    node: str | None = None
+    pid: int | None = None
+    actor: str | None = None
+    method: str | None = None
+    rank: int | None = None
+    gpu: int | None = None
+    component: str | None = None
+    memory: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    sources: list[Source] = field(default_factory=list)
+    id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown event kind {self.kind!r}")
+        if not self.sources:
+            self.sources = [self.source]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contract-v1 object (plus `sources` and `time_inferred`, both additive)."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "time": self.time,
+            "time_inferred": self.time_inferred,
+            "source": self.source.to_dict(),
+            "sources": [s.to_dict() for s in self.sources],
+            "node": self.node,
+            "pid": self.pid,
+            "actor": self.actor,
+            "method": self.method,
+            "rank": self.rank,
+            "gpu": self.gpu,
+            "component": self.component,
+            "memory": self.memory,
+            "fields": self.fields,
+            "text": self.text,
+        }
+
+
+# Identity of one occurrence across the channels that report it (raylet.out, raylet.err,
+# the driver console, gcs_server.out, events/*.log); None: never folded.
+IDENTITY = {
+    "ray_oom_kill": ("node_id", "usage_fraction"),
+    "ray_oom_summary": ("node_id", "killed", "crashed_other"),
+    "ray_worker_died": ("worker_id",),
+    "ray_actor_unavailable": ("actor_id", "reason"),
+    "watchdog_timeout": ("watchdog", "rank", "seq", "op"),
+    "cuda_oom": ("gpu", "requested_bytes", "free_bytes", "total_bytes"),
+    "vllm_memory_error": ("error", "max_model_len", "needed_bytes", "available_bytes"),
+    "kernel_oom": ("pid", "uptime_s"),
+    "gpu_memory": None,
+}
+FOLD_WINDOW_S = 120  # two reports of one occurrence are never further apart than this
+
+
+def fold(events: list[Event]) -> list[Event]:
+    """Fold reports of the same occurrence into one event with several sources."""
+    kept: list[Event] = []
+    index: dict[tuple, list[Event]] = {}
+    for event in events:
+        key = _identity(event)
+        if key is not None:
+            for other in index.get(key, ()):
+                if _close_in_time(event, other):
+                    _absorb(other, event)
+                    break
+            else:
+                index.setdefault(key, []).append(event)
+                kept.append(event)
+        else:
+            kept.append(event)
+    return kept
+
+
+def _identity(event: Event) -> tuple | None:
+    names = IDENTITY[event.kind]
+    if names is None:
+        return None
+    values = tuple(event.fields.get(n, getattr(event, n, None)) for n in names)
+    if all(v is None for v in values):
+        return None
+    if event.kind == "ray_worker_died" and values == (None,):
+        return None
+    if event.kind == "ray_worker_died" and event.fields.get("worker_id") is None:
+        values = ("pid", event.pid, event.fields.get("exit_type"))
+    return (event.kind, *values)
+
+
+def _seconds(time: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(time).timestamp()
+
+
+def _close_in_time(a: Event, b: Event) -> bool:
+    if a.time is None or b.time is None:
+        return True
+    return abs(_seconds(a.time) - _seconds(b.time)) <= FOLD_WINDOW_S
+
+
+def _richness(event: Event) -> int:
+    return sum(len(v) if isinstance(v, list) else 1 for v in event.fields.values() if v is not None)
+
+
+def _absorb(kept: Event, new: Event) -> None:
+    """Keep the fullest report as the event; every other report adds its source and facts."""
+    if _richness(new) > _richness(kept):
+        kept.fields, new.fields = new.fields, kept.fields
+        kept.text, kept.source = new.text, new.source
+    for name, value in new.fields.items():
+        if kept.fields.get(name) is None and value is not None:
+            kept.fields[name] = value
+    for attr in ("time", "node", "pid", "actor", "method", "rank", "gpu", "memory"):
+        if getattr(kept, attr) is None and getattr(new, attr) is not None:
+            setattr(kept, attr, getattr(new, attr))
+    if kept.time_inferred and new.time and not new.time_inferred:
+        kept.time, kept.time_inferred = new.time, False
+    for src in new.sources:
+        if src not in kept.sources:
+            kept.sources.append(src)

@@ -1,0 +1,161 @@
+"""Grammars: load the `.lark` format families and parse candidate blocks into event drafts.
+
+A family is one file `grammars/<name>.lark` plus one transformer module
+`oomlens/families/<name>.py`. The grammar file says what the text looks like; its
+`//!` directives say how the scanner finds it (lnav-style data, not code):
+
+    //! trigger: <bytes regex>     a raw line that may start this family's block (repeatable)
+    //! start: <regex>             where the grammar's input begins in the peeled trigger line
+    //! continue: <regex>          a following peeled line that belongs to the block (repeatable)
+    //! max_lines: <n>             the longest block (default 1: single-line messages)
+    //! sample: <kind> [key=value ...]   followed by `//| ` lines: a real or constructed
+                                   message the test suite parses, with the values it must yield
+
+Text pasted into issues is often cut: a block whose end does not parse still yields the
+longest prefix the grammar accepts (LALR lets us stop wherever `$END` is a legal next
+token), and the drafts say `truncated`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lark import Lark, Transformer
+from lark.exceptions import LarkError, UnexpectedInput
+
+DIRECTIVE = re.compile(r"^//!\s*(\w+):\s?(.*)$")
+
+
+@dataclass(slots=True)
+class Sample:
+    """A message the family must parse, and field values it must produce."""
+
+    kind: str
+    expect: dict[str, str]
+    text: str
+    line: int
+
+
+@dataclass
+class Family:
+    """One format family: its grammar, its transformer, and how to find its blocks."""
+
+    name: str
+    path: Path
+    triggers: list[str]
+    start: re.Pattern[str]
+    continues: re.Pattern[str] | None
+    max_lines: int
+    samples: list[Sample] = field(default_factory=list)
+
+    @functools.cached_property
+    def parser(self) -> Lark:
+        return Lark.open(str(self.path), parser="lalr", lexer="contextual", cache=True)
+
+    @functools.cached_property
+    def transformer(self) -> Transformer:
+        module = importlib.import_module(f"oomlens.families.{self.name}")
+        return module.Transformer()
+
+    def parse(self, text: str) -> tuple[list[dict[str, Any]], bool]:
+        """Parse one block into event drafts; the flag is False when only a prefix parsed."""
+        tree, complete = parse_prefix(self.parser, text)
+        if tree is None:
+            return [], False
+        drafts = self.transformer.transform(tree)
+        if not complete:
+            for draft in drafts:
+                draft.setdefault("fields", {})["truncated"] = True
+        return drafts, complete
+
+
+def parse_prefix(parser: Lark, text: str) -> tuple[Any, bool]:
+    """Parse `text`, or else its longest prefix (in tokens) after which the input may end."""
+    try:
+        return parser.parse(text), True
+    except UnexpectedInput:
+        pass
+    interactive = parser.parse_interactive(text)
+    accepted = None
+    try:
+        for _token in interactive.iter_parse():
+            if "$END" in interactive.choices():
+                accepted = interactive.copy()
+        if "$END" in interactive.choices():
+            accepted = interactive.copy()
+    except LarkError:
+        pass
+    if accepted is None:
+        return None, False
+    try:
+        return accepted.feed_eof(), False
+    except LarkError:
+        return None, False
+
+
+def grammar_dir() -> Path:
+    """The `.lark` files: inside the installed package, or beside it in a source checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "grammars", here.parent / "grammars"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("oomlens grammars not found (neither in the package nor beside it)")
+
+
+def read_family(path: Path) -> Family:
+    """Read a family's directives and samples from its grammar file."""
+    triggers: list[str] = []
+    starts: list[str] = []
+    continues: list[str] = []
+    max_lines = 1
+    samples: list[Sample] = []
+    current: Sample | None = None
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if raw.startswith("//|"):
+            if current is None:
+                raise ValueError(f"{path.name}:{number}: sample text before a sample directive")
+            body = raw[4:] if raw.startswith("//| ") else raw[3:]
+            current.text = f"{current.text}\n{body}" if current.text else body
+            continue
+        current = None
+        m = DIRECTIVE.match(raw)
+        if not m:
+            continue
+        key, value = m.group(1), m.group(2).rstrip()
+        if key == "trigger":
+            triggers.append(value)
+        elif key == "start":
+            starts.append(value)
+        elif key == "continue":
+            continues.append(value)
+        elif key == "max_lines":
+            max_lines = int(value)
+        elif key == "sample":
+            kind, *pairs = value.split()
+            expect = dict(pair.split("=", 1) for pair in pairs)
+            current = Sample(kind, expect, "", number)
+            samples.append(current)
+        else:
+            raise ValueError(f"{path.name}:{number}: unknown directive {key!r}")
+    if not triggers:
+        raise ValueError(f"{path.name}: a family needs at least one trigger")
+    return Family(
+        name=path.stem,
+        path=path,
+        triggers=triggers,
+        start=re.compile("|".join(f"(?:{s})" for s in (starts or triggers))),
+        continues=re.compile("|".join(f"(?:{c})" for c in continues)) if continues else None,
+        max_lines=max_lines,
+        samples=samples,
+    )
+
+
+@functools.cache
+def families() -> tuple[Family, ...]:
+    """Every format family shipped, in file-name order (`common.lark` holds shared terminals)."""
+    return tuple(read_family(p) for p in sorted(grammar_dir().glob("*.lark")) if p.stem != "common")

@@ -1,0 +1,249 @@
+"""Lines: peel the envelopes around a log message (formats.md §0) and keep what they say.
+
+A line as a user pastes it may carry, outermost first: a paste prefix (`> `, a CI or
+docker-compose `name | `), colour codes (whole, or with the ESC byte lost or replaced by
+U+FFFD), Ray's `(Name pid=N, ip=X)` / `(raylet)` prefix, Ray's magic tokens, Ray's
+`[repeated Nx across cluster]` suffix, and then the header of whatever logger wrote the
+message (spdlog, Ray's Python logger, veRL, vLLM, c10, DeepSpeed, the kernel). Each layer
+is peeled in a loop until none matches; the facts each layer carries (time, pid, ip,
+actor name, rank) become the line's context.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|(?:\ufffd|\^\[|`)?\[[0-9;]+m")
+REPEATED = re.compile(
+    r"\s*\[repeated (\d+)x across cluster\]"
+    r"(?: \(Ray deduplicates logs by default\..*?more options\.\))?\s*$"
+)
+MAGIC = re.compile(r"^:(info_message|actor_name|task_name|job_id|event_summary):")
+
+
+@dataclass(slots=True, frozen=True)
+class Stamp:
+    """A wall-clock time as printed; `year` is None for vLLM and c10 headers."""
+
+    year: int | None
+    month: int
+    day: int
+    hour: int
+    minute: int
+    second: int
+    millis: int | None = None
+
+    def iso(self, year: int | None = None) -> str | None:
+        """ISO text, borrowing `year` when the log did not print one."""
+        y = self.year or year
+        if y is None:
+            return None
+        text = f"{y:04d}-{self.month:02d}-{self.day:02d}T{self.hour:02d}:{self.minute:02d}:{self.second:02d}"
+        return text if self.millis is None else f"{text}.{self.millis:03d}"
+
+
+@dataclass(slots=True)
+class Line:
+    """A peeled line: the message and the context its envelopes carried."""
+
+    text: str
+    stamp: Stamp | None = None
+    uptime: float | None = None  # kernel seconds since boot
+    level: str | None = None
+    pid: int | None = None
+    ip: str | None = None
+    actor: str | None = None  # Ray prefix name: actor class, task name, or raylet
+    rank: int | None = None
+    repeated: int | None = None
+    stream: str = ""  # the Ray prefix as printed: lines of one worker share it
+    enveloped: bool = False  # a prefix or a header was found: the line starts a record
+
+
+def _ms(frac: str | None) -> int | None:
+    return None if not frac else int(frac[:3].ljust(3, "0"))
+
+
+def _ints(*groups: str | None) -> list[int]:
+    return [int(g) for g in groups]
+
+
+def _buildkite(line: Line, m: re.Match) -> None:
+    y, mo, d, h, mi, s = _ints(*m.group(1, 2, 3, 4, 5, 6))
+    line.stamp = line.stamp or Stamp(y, mo, d, h, mi, s)
+
+
+def _ray_prefix(line: Line, m: re.Match) -> None:
+    if line.stream:  # an inner prefix (a vLLM subprocess) keeps the outer worker's identity
+        if line.rank is None and m.group("vrank"):
+            line.rank = int(m.group("vrank"))
+        return
+    line.stream = m.group(0).strip()
+    line.enveloped = True
+    pid = m.group("pid")
+    if pid.isdigit():
+        line.pid = int(pid)
+    line.actor = m.group("name") or (None if pid.isdigit() else pid)
+    line.ip = m.group("ip")
+    if m.group("vrank"):
+        line.rank = int(m.group("vrank"))
+
+
+def _ray_source(line: Line, m: re.Match) -> None:
+    if not line.stream:
+        line.stream = m.group(0).strip()
+        line.actor = m.group("src").split()[0]
+        line.ip = m.group("ip")
+    line.enveloped = True
+
+
+def _spdlog(line: Line, m: re.Match) -> None:
+    y, mo, d, h, mi, s = _ints(*m.group(1, 2, 3, 4, 5, 6))
+    line.stamp = line.stamp if line.stamp and line.stamp.year else Stamp(y, mo, d, h, mi, s, _ms(m.group(7)))
+    line.level = m.group(8)
+    line.enveloped = True
+    if line.pid is None:
+        line.pid = int(m.group(9))
+    if line.actor is None and m.group(10):
+        line.actor = m.group(10)
+
+
+def _pylog(line: Line, m: re.Match) -> None:
+    y, mo, d, h, mi, s = _ints(*m.group("y", "mo", "d", "h", "mi", "s"))
+    if not (line.stamp and line.stamp.year):
+        line.stamp = Stamp(y, mo, d, h, mi, s, _ms(m.group("ms")))
+    line.level = m.group("level")
+    line.enveloped = True
+
+
+def _vllm(line: Line, m: re.Match) -> None:
+    mo, d, h, mi, s = _ints(*m.group(2, 3, 4, 5, 6))
+    if line.stamp is None:
+        line.stamp = Stamp(None, mo, d, h, mi, s)
+    elif line.stamp.year is None or (line.stamp.month, line.stamp.day) != (mo, d):
+        line.stamp = Stamp(line.stamp.year if line.stamp.month == mo else None, mo, d, h, mi, s)
+    line.level = m.group(1)
+    line.enveloped = True
+
+
+def _c10(line: Line, m: re.Match) -> None:
+    line.rank = int(m.group(1)) if line.rank is None else line.rank
+    if m.group(3) and line.stamp is None:
+        mo, d, h, mi, s = _ints(*m.group(3, 4, 5, 6, 7))
+        line.stamp = Stamp(None, mo, d, h, mi, s, _ms(m.group(8)))
+    if m.group(2):
+        line.level = m.group(2)
+    line.enveloped = True
+
+
+def _dmesg_uptime(line: Line, m: re.Match) -> None:
+    line.uptime = float(m.group(1))
+    line.enveloped = True
+
+
+def _dmesg_wall(line: Line, m: re.Match) -> None:
+    mo = MONTHS[m.group(1)]
+    d, h, mi, s, y = _ints(*m.group(2, 3, 4, 5, 6))
+    line.stamp = Stamp(y, mo, d, h, mi, s)
+    line.enveloped = True
+
+
+def _syslog(line: Line, m: re.Match) -> None:
+    mo = MONTHS[m.group(1)]
+    d, h, mi, s = _ints(*m.group(2, 3, 4, 5))
+    line.stamp = line.stamp or Stamp(None, mo, d, h, mi, s)
+    if m.group(6):
+        line.uptime = float(m.group(6))
+    line.enveloped = True
+
+
+_DATE = r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[ T](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
+_LEVEL = r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
+
+# Each layer: (pattern, handler); the handler copies what the envelope says into the Line,
+# None marks a layer that carries nothing worth keeping.
+LAYERS: list[tuple[re.Pattern[str], Callable[[Line, re.Match], None] | None]] = [
+    # paste prefixes: markdown quotes, CI log gutters, docker-compose service names
+    (re.compile(r"^(?:> ?)+|^\s*\| |^[\w.-]+ +\| "), None),
+    (re.compile(r"^\[(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?Z\] "), _buildkite),
+    (
+        re.compile(
+            r"^\((?:(?P<name>[^\s()]+(?:\([^)]*\))?)(?: rank=(?P<vrank>\d+))? )?pid=(?P<pid>\d+|[a-z_]+)"
+            r"(?:, ip=(?P<ip>[\d.:a-fA-F]+))?\) ?"
+        ),
+        _ray_prefix,
+    ),
+    (re.compile(r"^\((?P<src>raylet|gcs_server|autoscaler \+\S+|scheduler \+\S+)(?:, ip=(?P<ip>[\d.:a-fA-F]+))?\) ?"), _ray_source),
+    (MAGIC, None),
+    # Ray C++ (spdlog) and glog-style headers: [2024-08-26 21:30:10,113 I 393 393] (raylet) file.cc:287:
+    (
+        re.compile(
+            r"^\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d{3}) ([A-Z]) (\d+) \d+\] (?:\((\w+)\) )?(?:[\w.]+:\d+: )?"
+        ),
+        _spdlog,
+    ),
+    # DeepSpeed: [2024-08-02 01:24:59,694] [INFO] [launch.py:319:sigkill_handler]
+    (re.compile(r"^\[" + _DATE + r"(?:,(?P<ms>\d{3}))?\] \[" + _LEVEL + r"\] (?:\[[^\]]*\] )?"), _pylog),
+    # veRL: DEBUG:2025-05-01 10:12:33,123:
+    (re.compile(r"^" + _LEVEL + ":" + _DATE + r",(?P<ms>\d{3}):"), _pylog),
+    # Ray's Python logger: 2023-12-17 06:59:10,172\tINFO worker.py:1673 --
+    (re.compile(r"^" + _DATE + r",(?P<ms>\d{3})\s+" + _LEVEL + r" [\w.]+:\d+ -- "), _pylog),
+    # other Python logging: "2025-12-23 07:57:12,658 - ERROR - name - " / "2024-04-27 10:13:05 | ERROR | stderr | "
+    (
+        re.compile(r"^" + _DATE + r"(?:,(?P<ms>\d{3}))? ?[-|] ?" + _LEVEL + r" ?[-|] ?(?:[\w.]+ ?[-|] )?"),
+        _pylog,
+    ),
+    # vLLM: "INFO 06-09 17:08:25 [utils.py:266] " (>=0.8) and "INFO 10-23 19:55:16 model_runner.py:1067] " (older)
+    (
+        re.compile(
+            r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)? "
+            r"(?:\[[^\]\s]+:\d+\]|[\w.]+:\d+\]) ?"
+        ),
+        _vllm,
+    ),
+    # external launchers put "[<n>] " before the c10 rank prefix
+    (re.compile(r"^\[\d+\] (?=\[rank)"), None),
+    # c10: "[rank1]:[E810 03:04:11.061727749 ProcessGroupNCCL.cpp:683] ", "[rank7]:[E file:line] ", "[rank7]: "
+    (
+        re.compile(r"^\[rank-?(\d+)\]:(?:\[([A-Z])(?:(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+))? ?[\w.]+:\d+\] ?| ?)"),
+        _c10,
+    ),
+    (re.compile(r"^\[\s*(\d+\.\d+)\] "), _dmesg_uptime),
+    (re.compile(r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d+) (\d\d):(\d\d):(\d\d) (\d{4})\] "), _dmesg_wall),
+    (
+        re.compile(r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d+) (\d\d):(\d\d):(\d\d) \S+ kernel: (?:\[\s*(\d+\.\d+)\] )?"),
+        _syslog,
+    ),
+]
+
+
+def peel(raw: str) -> Line:
+    """Peel every envelope of one physical line; the message is what remains."""
+    text = ANSI.sub("", raw.rstrip("\r\n")) if "[" in raw else raw.rstrip("\r\n")
+    line = Line(text)
+    m = REPEATED.search(text)
+    if m:
+        line.repeated = int(m.group(1))
+        text = text[: m.start()]
+    for _ in range(12):  # each pass peels one layer; a line has a handful at most
+        for pattern, handler in LAYERS:
+            m = pattern.match(text)
+            if m and m.end() > 0:
+                if handler is not None:
+                    handler(line, m)
+                text = text[m.end() :]
+                break
+        else:
+            break
+    line.text = text
+    return line
+
+
+STAMP_BYTES = re.compile(
+    rb"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"
+    rb"|\[[A-Z]\d{4} \d\d:\d\d:\d\d\.|\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} "
+)
+"""Where a wall-clock time may stand in raw bytes; peel() decides whether it is a header."""

@@ -1,0 +1,1 @@
+"""Outputs: render a Diagnosis; they never recompute it."""

@@ -1,0 +1,298 @@
+"""Scan: find candidate blocks in raw bytes and hand them to the grammars.
+
+The common line never reaches Python-level parsing: one compiled alternation of every
+family's trigger runs over big chunks of bytes, and only the lines it hits (and the
+lines that continue their blocks) are decoded, peeled and parsed. Context a hit needs
+from elsewhere in its file — the time of the nearest preceding stamped line, the actor
+a worker file announced with `:actor_name:` — is looked up around the hit, not kept
+for every line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from .events import Event, Source
+from .grammars import Family, families
+from .lines import STAMP_BYTES, Line, Stamp, peel
+
+CHUNK = 4 << 20  # bytes read at a time
+MAX_LINE = 1 << 20  # a longer line is scanned in pieces of this size
+MAX_BLOCK = 256 << 10  # a block never spans more bytes than this
+BACK_LINES = 40  # lines walked back from a hit to find its time
+MAX_SKIPPED = 60  # other workers' lines skipped inside a block
+WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
+
+ACTOR_TOKEN = re.compile(rb"^:(actor_name|task_name):(.*)$", re.M)
+YEAR = re.compile(rb"(?<!\d)(20\d\d)-\d\d-\d\d[ T_]\d\d[:-]\d\d")
+RECORD_START = re.compile(r"^\s*(?:\x1b\[[0-9;]*m)?(?:\(|\[\d|\d{4}-|(?:DEBUG|INFO|WARNING|ERROR)[ :])")
+
+
+@dataclass(slots=True)
+class FileContext:
+    """What a file tells about all of its lines: where it is, who wrote it."""
+
+    path: str
+    role: str = "other"
+    pid: int | None = None
+    node: str | None = None
+    year: int | None = None  # for headers that print no year (vLLM, c10)
+
+
+class Trigger:
+    """All families' triggers as one bytes regex with a named group per family."""
+
+    def __init__(self, fams: tuple[Family, ...]) -> None:
+        self.families = {f"f{i}": fam for i, fam in enumerate(fams)}
+        alternation = "|".join(
+            f"(?P<f{i}>{'|'.join(f'(?:{t})' for t in fam.triggers)})" for i, fam in enumerate(fams)
+        )
+        self.regex = re.compile(alternation.encode())
+
+    def finditer(self, data: bytes, pos: int, end: int) -> Iterator[tuple[int, Family]]:
+        for m in self.regex.finditer(data, pos, end):
+            yield m.start(), self.families[m.lastgroup]  # type: ignore[index]
+
+
+class Scanner:
+    """Scans one input stream; yields events in file order."""
+
+    def __init__(self, ctx: FileContext, fams: tuple[Family, ...] | None = None) -> None:
+        self.ctx = ctx
+        self.trigger = Trigger(fams if fams is not None else families())
+        self.lines_read = 0
+        self.bytes_read = 0
+        self.problems: list[str] = []
+        self._stamp: Stamp | None = None  # the last stamp found before the last hit
+        self._stamp_pos = 0  # how far stamps have been looked for (offset in the data)
+        self._actor: str | None = None
+        self._actor_pos = 0
+        self._long_lines = 0
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def events(self, stream: BinaryIO) -> Iterator[Event]:
+        """Read the stream in chunks that end at a line break; scan each chunk."""
+        carry = b""
+        line_base = 1  # line number of the first byte of `data`
+        eof = False
+        while not eof:
+            chunk = stream.read(CHUNK)
+            eof = not chunk
+            self.bytes_read += len(chunk)
+            data = carry + chunk
+            if not data:
+                break
+            if eof:
+                cut = len(data)
+            else:
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    if len(data) < MAX_LINE:
+                        carry = data
+                        continue
+                    cut = len(data)  # a huge line: scan it in pieces
+                    self._long_lines += 1
+            if self.ctx.year is None:
+                m = YEAR.search(data, 0, min(cut, 1 << 16))
+                if m:
+                    self.ctx.year = int(m.group(1))
+            done = yield from self._scan(data, cut, line_base, eof)
+            line_base += data.count(b"\n", 0, done)
+            self.lines_read = line_base - 1
+            carry = data[done:]
+            self._stamp_pos = max(0, self._stamp_pos - done)
+            self._actor_pos = max(0, self._actor_pos - done)
+        if carry and not carry.endswith(b"\n"):
+            self.lines_read += 1
+        if self._long_lines:
+            self.problems.append(
+                f"{self._long_lines} line(s) longer than {MAX_LINE >> 20} MiB: scanned in pieces of that size"
+            )
+
+    def _scan(self, data: bytes, cut: int, line_base: int, eof: bool) -> Iterator[Event]:
+        """Scan data[:cut]; returns how many bytes were consumed (the rest is carried)."""
+        counted_pos, counted_lines = 0, 0
+        skip_until: dict[str, int] = {}
+        for pos, fam in self.trigger.finditer(data, 0, cut):
+            if pos < skip_until.get(fam.name, -1):
+                continue
+            start = _line_start(data, pos)
+            if not eof and fam.max_lines > 1 and cut - start < MAX_BLOCK:
+                return start  # a block that may run past this chunk: scan it with the next one
+            counted_lines += data.count(b"\n", counted_pos, start)
+            counted_pos = start
+            block = self._block(data, start, pos, fam, line_base + counted_lines)
+            if block is None:
+                continue
+            end, event_list = block
+            skip_until[fam.name] = end
+            yield from event_list
+        return cut
+
+    # -- blocks ----------------------------------------------------------------------------
+
+    def _block(self, data: bytes, start: int, pos: int, fam: Family, lineno: int) -> tuple[int, list[Event]] | None:
+        """Gather the block that starts on the line at `start`, parse it, build events."""
+        first_raw, nxt, n_phys = _logical_line(data, start)
+        # a progress bar rewrites its line with \r: the hit's segment is the message
+        seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos, first_raw)) + 1
+        head = peel(first_raw[seg_start:].split("\r", 1)[0])
+        m = fam.start.search(head.text)
+        if m is None:
+            return None
+        texts = [head.text[m.start() :]]
+        raw_texts = [first_raw.strip("\r\n")]
+        end_line = lineno + n_phys - 1
+        end = nxt
+        skipped = 0
+        blank_run: list[tuple[int, int]] = []
+        cursor, cur_line = nxt, lineno + n_phys
+        while len(texts) < fam.max_lines and cursor < len(data) and fam.continues is not None:
+            raw, after, n_phys = _logical_line(data, cursor)
+            line = peel(raw)
+            if line.stream and head.stream and line.stream != head.stream:
+                skipped += 1
+                if skipped > MAX_SKIPPED:
+                    break
+            elif not line.text.strip():
+                blank_run.append((cursor, cur_line))
+                if len(blank_run) > 2:
+                    break
+            elif fam.continues.match(line.text):
+                texts.extend("" for _ in blank_run)
+                blank_run.clear()
+                texts.append(line.text)
+                raw_texts.append(raw.rstrip("\r\n"))
+                end, end_line = after, cur_line + n_phys - 1
+            else:
+                break
+            cursor, cur_line = after, cur_line + n_phys
+        text = "\n".join(texts)
+        drafts, _complete = fam.parse(_normalise(text))
+        if not drafts:
+            return None
+        stamp, inferred = (head.stamp, False) if head.stamp else (self._stamp_before(data, start), True)
+        actor = head.actor or (self._actor_before(data, start) if self.ctx.role == "worker" else None)
+        source = Source(self.ctx.path, lineno, end_line)
+        events = [self._event(d, head, stamp, inferred, actor, source, "\n".join(raw_texts)) for d in drafts]
+        return end, events
+
+    def _event(
+        self, draft: dict, head: Line, stamp: Stamp | None, inferred: bool, actor: str | None, source: Source, raw: str
+    ) -> Event:
+        fields = draft.get("fields", {})
+        time = draft.get("time")
+        if time is None and stamp is not None:
+            time = stamp.iso(self.ctx.year)
+            if time is None:
+                fields["local_time"] = f"{stamp.month:02d}-{stamp.day:02d}T{stamp.hour:02d}:{stamp.minute:02d}:{stamp.second:02d}"
+        if head.repeated:
+            fields["repeated"] = head.repeated
+        if head.uptime is not None:
+            fields["uptime_s"] = head.uptime
+        pid = draft.get("pid", head.pid if head.pid is not None else self.ctx.pid)
+        return Event(
+            kind=draft["kind"],
+            source=source,
+            text=raw,
+            time=time,
+            time_inferred=inferred and time is not None and "time" not in draft,
+            node=draft.get("node") or head.ip or self.ctx.node,
+            pid=pid,
+            actor=draft.get("actor", actor if actor not in ("raylet", "gcs_server") else None),
+            method=draft.get("method"),
+            rank=draft.get("rank", head.rank),
+            gpu=draft.get("gpu"),
+            memory=draft.get("memory"),
+            fields=fields,
+        )
+
+    # -- context around a hit -------------------------------------------------------------
+
+    def _stamp_before(self, data: bytes, start: int) -> Stamp | None:
+        """The time of the nearest stamped line before `start` in this file."""
+        pos = start
+        for _ in range(BACK_LINES):
+            if pos <= self._stamp_pos:
+                break
+            prev = data.rfind(b"\n", 0, pos - 1) + 1
+            stamp = _stamp_of(data[prev:pos])
+            if stamp:
+                self._stamp, self._stamp_pos = stamp, start
+                return stamp
+            pos = prev
+        # sparse stamps: look at the few candidates between the last lookup and here
+        lo = self._stamp_pos
+        hits = [m.start() for m in STAMP_BYTES.finditer(data, lo, pos)]
+        for hit in reversed(hits):
+            ls = data.rfind(b"\n", 0, hit) + 1
+            stamp = _stamp_of(data[ls : data.find(b"\n", hit) + 1 or len(data)])
+            if stamp:
+                self._stamp = stamp
+                break
+        self._stamp_pos = start
+        return self._stamp
+
+    def _actor_before(self, data: bytes, start: int) -> str | None:
+        """The actor or task a Ray worker file announced last before `start`."""
+        for m in ACTOR_TOKEN.finditer(data, self._actor_pos, start):
+            self._actor = m.group(2).decode("utf-8", "replace").strip() or None
+        self._actor_pos = start
+        return self._actor
+
+
+def _line_start(data: bytes, pos: int) -> int:
+    return data.rfind(b"\n", 0, pos) + 1
+
+
+def _char_index(data: bytes, start: int, pos: int, text: str) -> int:
+    """Index in the decoded line `text` of the byte offset `pos` (line starts at `start`)."""
+    return len(data[start:pos].decode("utf-8", "replace"))
+
+
+def _stamp_of(raw: bytes) -> Stamp | None:
+    if not STAMP_BYTES.search(raw):
+        return None
+    return peel(raw.decode("utf-8", "replace")).stamp
+
+
+def _logical_line(data: bytes, pos: int) -> tuple[str, int, int]:
+    """The line at `pos`, rejoined if a terminal hard-wrapped it at a fixed width.
+
+    A wrapped paste has every segment exactly as wide as the terminal; the last segment
+    of each logical line is padded with spaces (or shorter). Returns (text, offset after
+    the line, physical lines used)."""
+    end = data.find(b"\n", pos)
+    end = len(data) if end < 0 else end + 1
+    if end - pos > MAX_LINE:
+        end = pos + MAX_LINE
+    raw = data[pos:end].decode("utf-8", "replace")
+    width = len(raw.rstrip("\r\n"))
+    n = 1
+    joined = raw.rstrip("\r\n")
+    segment = joined
+    while width >= WRAP_MIN and not segment.endswith("  ") and end < len(data) and n < 50:
+        nend = data.find(b"\n", end)
+        nend = len(data) if nend < 0 else nend + 1
+        nxt = data[end:nend].decode("utf-8", "replace").rstrip("\r\n")
+        if len(nxt) > width or not nxt.strip() or RECORD_START.match(nxt) or (len(nxt) < width and n == 1):
+            break
+        joined += nxt
+        segment = nxt
+        end = nend
+        n += 1
+        if len(nxt) < width:
+            break
+    return joined, end, n
+
+
+_SPACES = re.compile(r"[ \t]+")
+
+
+def _normalise(text: str) -> str:
+    """One space between words, no trailing blanks: grammars match words, not layout."""
+    return "\n".join(_SPACES.sub(" ", ln).strip() for ln in text.split("\n"))

@@ -1,0 +1,37 @@
+"""Shared helpers: where the fixtures are, and how to look up a value in an event."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+REAL = FIXTURES / "real"
+SESSIONS = FIXTURES / "sessions"
+
+
+def lookup(event: dict[str, Any], path: str) -> Any:
+    """`fields.x` first, then the event's own keys; dots walk into lists and dicts."""
+    head, *rest = path.split(".")
+    node: Any = event["fields"][head] if head in event["fields"] else event.get(head, KeyError)
+    if node is KeyError:
+        raise KeyError(path)
+    for part in rest:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
+
+
+def expected_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@pytest.fixture(scope="session")
+def real_expectations() -> dict[str, dict]:
+    return {p.name.replace(".expected.json", ".log"): json.loads(p.read_text()) for p in REAL.glob("*.expected.json")}
