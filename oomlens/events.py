@@ -133,7 +133,40 @@ FOLD_WINDOW_S = 120  # two reports of one occurrence are never further apart tha
 
 
 def fold(events: list[Event]) -> list[Event]:
-    """Fold reports of the same occurrence into one event with several sources."""
+    """Fold reports of the same occurrence into one event with several sources.
+
+    A report cut before the numbers that identify it (a paste, a log line that ends the
+    message early) joins the nearest full report of its kind on the same node."""
+    kept = _fold_identical(events)
+    full = [e for e in kept if _identity(e) is not None]
+    result = []
+    for event in kept:
+        home = None if _identity(event) is not None or event.kind not in PARTIAL else _nearest(event, full)
+        if home is None:
+            result.append(event)
+        else:
+            _absorb(home, event)
+    return result
+
+
+PARTIAL = {"ray_oom_kill"}
+
+
+def _nearest(event: Event, full: list[Event]) -> Event | None:
+    best, gap = None, float(FOLD_WINDOW_S)
+    for other in full:
+        if other.kind != event.kind or other.time is None or event.time is None:
+            continue
+        node = event.fields.get("node_id")
+        if node and other.fields.get("node_id") and not other.fields["node_id"].startswith(node):
+            continue
+        seconds = abs(_seconds(other.time) - _seconds(event.time))
+        if seconds <= gap:
+            best, gap = other, seconds
+    return best
+
+
+def _fold_identical(events: list[Event]) -> list[Event]:
     kept: list[Event] = []
     index: dict[tuple, list[Event]] = {}
     for event in events:
@@ -156,7 +189,7 @@ def _identity(event: Event) -> tuple | None:
     if names is None:
         return None
     values = tuple(event.fields.get(n, getattr(event, n, None)) for n in names)
-    if all(v is None for v in values):
+    if all(v is None for v in values) or (event.kind in PARTIAL and None in values):
         return None
     if event.kind == "ray_worker_died" and values == (None,):
         return None
@@ -181,6 +214,11 @@ def _richness(event: Event) -> int:
     return sum(len(v) if isinstance(v, list) else 1 for v in event.fields.values() if v is not None)
 
 
+def _time_rank(event: Event) -> tuple[bool, bool, int]:
+    """A time read on the event's own line beats one inferred from a neighbour; finer beats coarser."""
+    return (event.time is not None, not event.time_inferred, len(event.time or ""))
+
+
 def _absorb(kept: Event, new: Event) -> None:
     """Keep the fullest report as the event; every other report adds its source and facts."""
     if _richness(new) > _richness(kept):
@@ -192,8 +230,8 @@ def _absorb(kept: Event, new: Event) -> None:
     for attr in ("time", "node", "pid", "actor", "method", "rank", "gpu", "memory"):
         if getattr(kept, attr) is None and getattr(new, attr) is not None:
             setattr(kept, attr, getattr(new, attr))
-    if kept.time_inferred and new.time and not new.time_inferred:
-        kept.time, kept.time_inferred = new.time, False
+    if _time_rank(new) > _time_rank(kept):
+        kept.time, kept.time_inferred = new.time, new.time_inferred
     for src in new.sources:
         if src not in kept.sources:
             kept.sources.append(src)

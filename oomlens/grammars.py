@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,7 +137,7 @@ def read_family(path: Path) -> Family:
         elif key == "max_lines":
             max_lines = int(value)
         elif key == "sample":
-            kind, *pairs = value.split()
+            kind, *pairs = shlex.split(value)
             expect = dict(pair.split("=", 1) for pair in pairs)
             current = Sample(kind, expect, "", number)
             samples.append(current)

@@ -11,9 +11,11 @@ actor name, rank) become the line's context.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 
@@ -220,9 +222,40 @@ LAYERS: list[tuple[re.Pattern[str], Callable[[Line, re.Match], None] | None]] = 
 ]
 
 
+def _json_record(text: str) -> Line | None:
+    """Ray's JSON records: events/event_*.log and structured logs (RAY_BACKEND_LOG_JSON=1).
+
+    The message is escaped once more than JSON needs (`\\n` for a new line)."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("message"), str):
+        return None
+    line = Line(record["message"].replace("\\n", "\n").replace("\\t", "\t"), enveloped=True)
+    epoch = record.get("timestamp")
+    if isinstance(epoch, (int, float)):
+        t = datetime.fromtimestamp(epoch / 1000 if epoch > 1e11 else epoch, tz=timezone.utc)
+        line.stamp = Stamp(t.year, t.month, t.day, t.hour, t.minute, t.second)
+    elif isinstance(record.get("asctime"), str):
+        m = re.match(_DATE + r"(?:,(?P<ms>\d{3}))?", record["asctime"])
+        if m:
+            y, mo, d, h, mi, s = _ints(*m.group("y", "mo", "d", "h", "mi", "s"))
+            line.stamp = Stamp(y, mo, d, h, mi, s, _ms(m.group("ms")))
+    line.level = record.get("severity") or record.get("levelname")
+    pid = record.get("pid") or record.get("source_pid")
+    if isinstance(pid, (int, str)) and str(pid).isdigit():
+        line.pid = int(pid)
+    return line
+
+
 def peel(raw: str) -> Line:
     """Peel every envelope of one physical line; the message is what remains."""
     text = ANSI.sub("", raw.rstrip("\r\n")) if "[" in raw else raw.rstrip("\r\n")
+    if text.startswith('{"'):
+        record = _json_record(text)
+        if record is not None:
+            return record
     line = Line(text)
     m = REPEATED.search(text)
     if m:

@@ -42,6 +42,25 @@ class FileContext:
     year: int | None = None  # for headers that print no year (vLLM, c10)
 
 
+@dataclass(slots=True)
+class _Block:
+    """A gathered block: its peeled first line, line range, raw text, and where it began."""
+
+    head: Line
+    line: int
+    end_line: int
+    raw: str
+    offset: int
+    data: bytes = b""
+
+
+def _fullness(drafts: list[dict]) -> tuple[int, int]:
+    """Rank two readings of a block: complete beats cut, then more facts beat fewer."""
+    cut = sum(1 for d in drafts if d.get("fields", {}).get("truncated"))
+    facts = sum(1 for d in drafts for v in d.get("fields", {}).values() if v not in (None, [], {}))
+    return (-cut, facts)
+
+
 class Trigger:
     """All families' triggers as one bytes regex with a named group per family."""
 
@@ -122,6 +141,9 @@ class Scanner:
                 continue
             start = _line_start(data, pos)
             if not eof and fam.max_lines > 1 and cut - start < MAX_BLOCK:
+                self._stamp_before(data, start)  # remember the context the next round cannot see
+                if self.ctx.role == "worker":
+                    self._actor_before(data, start)
                 return start  # a block that may run past this chunk: scan it with the next one
             counted_lines += data.count(b"\n", counted_pos, start)
             counted_pos = start
@@ -136,8 +158,23 @@ class Scanner:
     # -- blocks ----------------------------------------------------------------------------
 
     def _block(self, data: bytes, start: int, pos: int, fam: Family, lineno: int) -> tuple[int, list[Event]] | None:
-        """Gather the block that starts on the line at `start`, parse it, build events."""
-        first_raw, nxt, n_phys = _logical_line(data, start)
+        """Gather, parse and build the block that starts on the line at `start`.
+
+        A paste from a terminal may be hard-wrapped at a fixed width: when the block as
+        written parses only in part, it is read again with wrapped lines rejoined, and
+        the fuller reading wins."""
+        found = self._gather(data, start, pos, fam, lineno, unwrap=False)
+        if found is None or not any(d.get("fields", {}).get("truncated") for d in found[2]):
+            return self._build(found, fam) if found else None
+        rejoined = self._gather(data, start, pos, fam, lineno, unwrap=True)
+        if rejoined and _fullness(rejoined[2]) > _fullness(found[2]):
+            found = rejoined
+        return self._build(found, fam)
+
+    def _gather(
+        self, data: bytes, start: int, pos: int, fam: Family, lineno: int, unwrap: bool
+    ) -> tuple[int, "_Block", list[dict]] | None:
+        first_raw, nxt, n_phys = _logical_line(data, start, unwrap)
         # a progress bar rewrites its line with \r: the hit's segment is the message
         seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos, first_raw)) + 1
         head = peel(first_raw[seg_start:].split("\r", 1)[0])
@@ -149,37 +186,43 @@ class Scanner:
         end_line = lineno + n_phys - 1
         end = nxt
         skipped = 0
-        blank_run: list[tuple[int, int]] = []
+        blanks = 0
         cursor, cur_line = nxt, lineno + n_phys
         while len(texts) < fam.max_lines and cursor < len(data) and fam.continues is not None:
-            raw, after, n_phys = _logical_line(data, cursor)
+            raw, after, n_phys = _logical_line(data, cursor, unwrap)
             line = peel(raw)
             if line.stream and head.stream and line.stream != head.stream:
                 skipped += 1
                 if skipped > MAX_SKIPPED:
                     break
             elif not line.text.strip():
-                blank_run.append((cursor, cur_line))
-                if len(blank_run) > 2:
+                blanks += 1
+                if blanks > 2:
                     break
             elif fam.continues.match(line.text):
-                texts.extend("" for _ in blank_run)
-                blank_run.clear()
+                texts.extend("" for _ in range(blanks))
+                blanks = 0
                 texts.append(line.text)
                 raw_texts.append(raw.rstrip("\r\n"))
                 end, end_line = after, cur_line + n_phys - 1
             else:
                 break
             cursor, cur_line = after, cur_line + n_phys
-        text = "\n".join(texts)
-        drafts, _complete = fam.parse(_normalise(text))
+        drafts, _complete = fam.parse(_normalise("\n".join(texts)))
         if not drafts:
             return None
-        stamp, inferred = (head.stamp, False) if head.stamp else (self._stamp_before(data, start), True)
-        actor = head.actor or (self._actor_before(data, start) if self.ctx.role == "worker" else None)
-        source = Source(self.ctx.path, lineno, end_line)
-        events = [self._event(d, head, stamp, inferred, actor, source, "\n".join(raw_texts)) for d in drafts]
-        return end, events
+        return end, _Block(head, lineno, end_line, "\n".join(raw_texts), start, data), drafts
+
+    def _build(self, found: tuple[int, "_Block", list[dict]], fam: Family) -> tuple[int, list[Event]]:
+        end, block, drafts = found
+        head = block.head
+        if head.stamp is not None:
+            stamp, inferred = head.stamp, False
+        else:
+            stamp, inferred = self._stamp_before(block.data, block.offset), True
+        actor = head.actor or (self._actor_before(block.data, block.offset) if self.ctx.role == "worker" else None)
+        source = Source(self.ctx.path, block.line, block.end_line)
+        return end, [self._event(d, head, stamp, inferred, actor, source, block.raw) for d in drafts]
 
     def _event(
         self, draft: dict, head: Line, stamp: Stamp | None, inferred: bool, actor: str | None, source: Source, raw: str
@@ -260,7 +303,7 @@ def _stamp_of(raw: bytes) -> Stamp | None:
     return peel(raw.decode("utf-8", "replace")).stamp
 
 
-def _logical_line(data: bytes, pos: int) -> tuple[str, int, int]:
+def _logical_line(data: bytes, pos: int, unwrap: bool) -> tuple[str, int, int]:
     """The line at `pos`, rejoined if a terminal hard-wrapped it at a fixed width.
 
     A wrapped paste has every segment exactly as wide as the terminal; the last segment
@@ -275,7 +318,7 @@ def _logical_line(data: bytes, pos: int) -> tuple[str, int, int]:
     n = 1
     joined = raw.rstrip("\r\n")
     segment = joined
-    while width >= WRAP_MIN and not segment.endswith("  ") and end < len(data) and n < 50:
+    while unwrap and width >= WRAP_MIN and not segment.endswith("  ") and end < len(data) and n < 50:
         nend = data.find(b"\n", end)
         nend = len(data) if nend < 0 else nend + 1
         nxt = data[end:nend].decode("utf-8", "replace").rstrip("\r\n")
