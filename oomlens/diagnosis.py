@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .events import Event
+from .events import Clue, Event
 from .sources import Input
 
 CONTRACT_VERSION = 1
@@ -19,6 +19,7 @@ class Diagnosis:
     events: list[Event]
     incidents: list[dict[str, Any]] = field(default_factory=list)
     verdict: dict[str, Any] | None = None
+    clues: list[Clue] = field(default_factory=list)  # context for the correlator, not in the contract
 
     @property
     def problems(self) -> list[str]:

@@ -116,6 +116,23 @@ class Event:
         }
 
 
+@dataclass(slots=True)
+class Clue:
+    """Context that is no event of the contract: traceback frames, a remote task's header, a
+    setting printed in a config dump. The correlator reads clues to name a phase or a component."""
+
+    kind: str  # "context" (frames and task headers) or "setting"
+    source: Source
+    fields: dict[str, Any]
+    time: str | None = None
+    pid: int | None = None
+    actor: str | None = None
+    node: str | None = None
+
+
+CLUE_KINDS = ("context", "setting")
+
+
 # Identity of one occurrence across the channels that report it (raylet.out, raylet.err,
 # the driver console, gcs_server.out, events/*.log); None: never folded.
 IDENTITY = {

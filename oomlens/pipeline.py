@@ -5,17 +5,17 @@ from __future__ import annotations
 import io
 
 from .diagnosis import Diagnosis
-from .events import Event, fold
+from .events import Clue, Event, fold
 from .scan import FileContext, Scanner
 from .sources import Input, discover
 
 
-def read_input(item: Input) -> list[Event]:
+def read_input(item: Input) -> list[Event | Clue]:
     """Scan one input; what goes wrong while reading becomes a problem of that input."""
     if item.opener is None:
         return []
     scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node))
-    events: list[Event] = []
+    events: list[Event | Clue] = []
     try:
         stream = item.opener()
     except OSError as err:
@@ -43,13 +43,15 @@ def analyze(*paths: str) -> Diagnosis:
     """Read every input under `paths` and diagnose what they show."""
     inputs: list[Input] = []
     events: list[Event] = []
+    clues: list[Clue] = []
     for item in discover(list(paths)):
         inputs.append(item)
-        events.extend(read_input(item))
-    return Diagnosis(inputs, number(fold(events)))
+        for found in read_input(item):
+            (clues if isinstance(found, Clue) else events).append(found)
+    return Diagnosis(inputs, number(fold(events)), clues=clues)
 
 
 def parse_text(text: str, name: str = "<text>") -> list[Event]:
     """Events in a snippet pasted into an issue or a chat."""
     item = Input(name, "other", opener=lambda: io.BytesIO(text.encode("utf-8", "surrogateescape")))
-    return number(fold(read_input(item)))
+    return number(fold([e for e in read_input(item) if isinstance(e, Event)]))

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from .events import Event, Source
+from .events import CLUE_KINDS, Clue, Event, Source
 from .grammars import Family, families
 from .lines import STAMP_BYTES, Line, Stamp, peel
 
@@ -226,7 +226,7 @@ class Scanner:
 
     def _event(
         self, draft: dict, head: Line, stamp: Stamp | None, inferred: bool, actor: str | None, source: Source, raw: str
-    ) -> Event:
+    ) -> Event | Clue:
         fields = draft.get("fields", {})
         time = draft.get("time")
         if time is None and stamp is not None:
@@ -238,6 +238,8 @@ class Scanner:
         if head.uptime is not None:
             fields["uptime_s"] = head.uptime
         pid = draft.get("pid", head.pid if head.pid is not None else self.ctx.pid)
+        if draft["kind"] in CLUE_KINDS:
+            return Clue(draft["kind"], source, fields, time, pid, actor, head.ip or self.ctx.node)
         return Event(
             kind=draft["kind"],
             source=source,

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import pytest
 
+import io
+
 from conftest import expected_value, lookup
-from oomlens import parse_text
+from oomlens.events import Clue, fold
 from oomlens.grammars import families
+from oomlens.pipeline import read_input
+from oomlens.sources import Input
+
+
+def found_in(text: str) -> list[dict]:
+    """Events (folded, as oomlens reports them) and clues found in a sample's text."""
+    found = read_input(Input("<sample>", opener=lambda: io.BytesIO(text.encode())))
+    events = fold([f for f in found if not isinstance(f, Clue)])
+    clues = [{"kind": c.kind, "fields": c.fields, "pid": c.pid, "actor": c.actor} for c in found if isinstance(c, Clue)]
+    return [e.to_dict() for e in events] + clues
 
 SAMPLES = [(fam.name, s) for fam in families() for s in fam.samples]
 
@@ -18,7 +30,7 @@ def test_every_family_has_samples():
 
 @pytest.mark.parametrize("family,sample", SAMPLES, ids=[f"{f}:{s.line}" for f, s in SAMPLES])
 def test_sample_parses(family, sample):
-    events = [e.to_dict() for e in parse_text(sample.text)]
+    events = found_in(sample.text)
     matching = [e for e in events if e["kind"] == sample.kind]
     assert matching, f"{family} line {sample.line}: no {sample.kind} event in {[e['kind'] for e in events]}"
     event = matching[0]
