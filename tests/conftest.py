@@ -20,8 +20,17 @@ def lookup(event: dict[str, Any], path: str) -> Any:
     node: Any = event["fields"][head] if head in event["fields"] else event.get(head, KeyError)
     if node is KeyError:
         raise KeyError(path)
-    for part in rest:
-        node = node[int(part)] if isinstance(node, list) else node[part]
+    while rest:
+        if isinstance(node, list):
+            node, rest = node[int(rest[0])], rest[1:]
+            continue
+        for width in range(len(rest), 0, -1):  # keys may hold dots themselves
+            key = ".".join(rest[:width])
+            if key in node:
+                node, rest = node[key], rest[width:]
+                break
+        else:
+            raise KeyError(path)
     return node
 
 
