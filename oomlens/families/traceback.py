@@ -25,7 +25,7 @@ class Transformer(lark.Transformer):
         return [{"kind": "context", "fields": fields}]
 
     def frame(self, items):
-        path, _line, func = items
+        path, _line, func, _tail = items
         return {"path": str(path)[1:-1], "func": str(func), "code": None}
 
     def code(self, items):

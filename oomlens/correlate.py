@@ -1,0 +1,384 @@
+"""Correlate: put all events on one clock, name components, group root failures with their cascade.
+
+The root of an incident is the first memory failure (a Ray kill, a CUDA OOM, a kernel OOM,
+a vLLM memory error); the worker deaths, unavailable actors and NCCL/keepalive timeouts
+that follow it are its cascade. Failures with no memory failure before them stand as
+roots of their own, with the low confidence they deserve. For a host OOM the culprit is
+the biggest memory user Ray listed, not the victim it picked; both go into the evidence.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .data import load
+from .events import Clue, Event
+
+MEMORY_FAILURES = ("ray_oom_kill", "cuda_oom", "kernel_oom", "vllm_memory_error", "ray_oom_summary")
+OTHER_FAILURES = ("ray_worker_died", "ray_actor_unavailable", "watchdog_timeout")
+MEMORY_OF = {
+    "ray_oom_kill": "host",
+    "ray_oom_summary": "host",
+    "kernel_oom": "host",
+    "cuda_oom": "gpu",
+    "vllm_memory_error": "gpu",
+}
+SKEW_S = 120  # node clocks may disagree by this much
+CASCADE_S = {  # how long after a root its consequences still surface
+    "ray_worker_died": 600,
+    "ray_actor_unavailable": 600,
+    "watchdog_timeout": 3 * 3600,  # NCCL timeouts default to 30 min, some runs set hours
+    "ray_oom_kill": 600,
+    "ray_oom_summary": 600,
+    "cuda_oom": 600,
+    "kernel_oom": 600,
+    "vllm_memory_error": 600,
+}
+CONTEXT_BEFORE = 120  # lines of traceback that may precede the line an event was read from
+CONTEXT_AFTER = 40  # lines after it (a remote-task header printed below a CUDA OOM)
+
+
+@dataclass
+class Incident:
+    """A root failure, the failures it caused, and what the logs say about it."""
+
+    root: Event
+    cascade: list[Event] = field(default_factory=list)
+    component: str | None = None
+    memory: str | None = None
+    confidence: float = 0.5
+    evidence: list[str] = field(default_factory=list)
+    phase: str | None = None  # the method the failure surfaced in
+    culprit: dict[str, Any] | None = None  # the biggest memory user, for a host OOM
+    trend: str | None = None  # "growth" or "jump" of memory before the failure
+    id: str | None = None
+
+
+@functools.cache
+def component_rules() -> tuple[tuple[re.Pattern[str], str], ...]:
+    return tuple((re.compile(r["pattern"]), r["component"]) for r in load("components.toml")["rule"])
+
+
+def component_of(subject: str | None) -> str | None:
+    """The component a process or code location belongs to, or None when it does not say."""
+    if not subject:
+        return None
+    for pattern, component in component_rules():
+        if pattern.search(subject):
+            return component
+    return None
+
+
+# -- one clock -------------------------------------------------------------------------------
+
+
+def seconds(event: Event | Clue) -> float | None:
+    return datetime.fromisoformat(event.time).timestamp() if event.time else None
+
+
+def one_clock(events: list[Event]) -> list[Event]:
+    """Give year-less times the run's year, then order events by time (file order for ties).
+
+    An event with no time at all keeps its place after the last timed event of its file."""
+    years = [int(e.time[:4]) for e in events if e.time]
+    year = max(set(years), key=years.count) if years else None
+    for event in events:
+        local = event.fields.get("local_time")
+        if event.time is None and local and year:
+            event.time = f"{year}-{local}"
+            event.time_inferred = True
+    last_in_file: dict[str, float] = {}
+    keyed = []
+    for index, event in enumerate(events):
+        t = seconds(event)
+        if t is None:
+            t = last_in_file.get(event.source.path, float("-inf"))
+        else:
+            last_in_file[event.source.path] = t
+        keyed.append((t, index, event))
+    keyed.sort(key=lambda k: (k[0], k[1]))
+    return [e for _, _, e in keyed]
+
+
+# -- context: where in the code an event surfaced ----------------------------------------
+
+
+def context_of(event: Event, clues: list[Clue]) -> list[Clue]:
+    """Traceback clues of the same file around the event, nearest first."""
+    near = []
+    for clue in clues:
+        if clue.kind != "context" or clue.source.path != event.source.path:
+            continue
+        if event.source.line - CONTEXT_BEFORE <= clue.source.end_line and clue.source.line <= event.source.end_line + CONTEXT_AFTER:
+            distance = min(abs(clue.source.end_line - event.source.line), abs(clue.source.line - event.source.end_line))
+            near.append((distance, clue))
+    near.sort(key=lambda item: item[0])
+    return [clue for _, clue in near]
+
+
+def phase_of(clues: list[Clue]) -> tuple[str | None, str | None]:
+    """(component, where) from the remote-task headers and frames near an event.
+
+    A remote-task header names the method that failed; otherwise the innermost frame whose
+    code or function names a phase (`actor_rollout_wg.generate_sequences(...)`, `wake_up`)."""
+    for clue in clues:
+        task = clue.fields.get("task")
+        if task:
+            name = f"{task['actor']}.{task['method']}" if task.get("actor") else task["method"]
+            component = component_of(name)
+            if component:
+                return component, name
+    for clue in clues:
+        for frame in reversed(clue.fields.get("frames", [])):
+            subject = f"{frame['path']}:{frame['func']} {frame.get('code') or ''}"
+            component = component_of(subject)
+            if component:
+                return component, f"{frame['func']} ({frame.get('code') or frame['path']})"
+    return None, None
+
+
+def identity_of(event: Event) -> str | None:
+    if event.actor and event.method:
+        return f"{event.actor}.{event.method}"
+    return event.method or event.actor
+
+
+def attribute(events: list[Event], clues: list[Clue]) -> None:
+    """Fill each event's component and memory from its own process and nearby tracebacks."""
+    for event in events:
+        event.memory = event.memory or MEMORY_OF.get(event.kind)
+        clues_near = context_of(event, clues)
+        for clue in clues_near:
+            task = clue.fields.get("task")
+            if task and event.method is None and (event.pid is None or task.get("pid") in (None, event.pid) or event.kind != "ray_oom_kill"):
+                if event.actor in (None, task.get("actor")) or event.kind in ("cuda_oom", "ray_worker_died"):
+                    event.actor = event.actor or task.get("actor")
+                    event.method = task.get("method")
+                break
+        component = component_of(identity_of(event))
+        if component is None and event.kind != "watchdog_timeout":
+            component, _where = phase_of(clues_near)
+        event.component = component
+
+
+# -- incidents -------------------------------------------------------------------------------
+
+
+def group(events: list[Event]) -> list[Incident]:
+    """Roots and cascades. Memory failures open incidents first; other failures join the
+    nearest incident before them (clock skew allowed) or open their own."""
+    incidents: list[Incident] = []
+    for event in events:
+        if event.kind in MEMORY_FAILURES:
+            home = _home(incidents, event)
+            if home is None:
+                incidents.append(Incident(root=event))
+            else:
+                home.cascade.append(event)
+    for event in events:
+        if event.kind in OTHER_FAILURES:
+            home = _home(incidents, event)
+            if home is None:
+                incidents.append(Incident(root=event))
+            else:
+                home.cascade.append(event)
+    incidents.sort(key=lambda i: (seconds(i.root) is None, seconds(i.root) or 0))
+    for incident in incidents:
+        incident.cascade.sort(key=lambda e: (seconds(e) is None, seconds(e) or 0))
+    return incidents
+
+
+def _home(incidents: list[Incident], event: Event) -> Incident | None:
+    t = seconds(event)
+    best = None
+    for incident in incidents:
+        root_t = seconds(incident.root)
+        if t is None or root_t is None:
+            if t is None and root_t is None and incident.root.source.path == event.source.path:
+                best = incident
+            continue
+        window = CASCADE_S[event.kind]
+        if event.kind == "watchdog_timeout" and event.fields.get("elapsed_ms"):
+            # a collective that started before the root cannot have been caused by it
+            started = t - event.fields["elapsed_ms"] / 1000
+            if started < root_t - SKEW_S:
+                continue
+        if root_t - SKEW_S <= t <= root_t + window:
+            if best is None or abs(root_t - t) < abs(seconds(best.root) - t):
+                best = incident
+    return best
+
+
+# -- what each incident means -----------------------------------------------------------------
+
+
+def explain(incident: Incident, clues: list[Clue]) -> None:
+    """Component, memory kind, confidence and evidence of one incident."""
+    root = incident.root
+    incident.memory = MEMORY_OF.get(root.kind)
+    incident.evidence.append(f"root: {root.kind} at {root.time or '?'} ({_where(root)})")
+    explainer = EXPLAIN.get(root.kind, _explain_failure)
+    explainer(incident, clues)
+    for event in incident.cascade:
+        incident.evidence.append(f"then: {event.kind} at {event.time or '?'} ({_where(event)})")
+
+
+def _where(event: Event) -> str:
+    who = identity_of(event)
+    parts = [f"{event.source.path}:{event.source.line}"]
+    if event.node:
+        parts.append(f"node {event.node}")
+    if event.pid is not None:
+        parts.append(f"pid {event.pid}")
+    if who:
+        parts.append(who)
+    return ", ".join(parts)
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / 1024**3:.2f} GiB"
+
+
+def _explain_ray_kill(incident: Incident, clues: list[Clue]) -> None:
+    root = incident.root
+    f = root.fields
+    top = [row for row in f.get("top", []) if row.get("command", "").startswith("ray::")]
+    culprit = max(top, key=lambda row: row["bytes"], default=None)
+    victim = (f.get("killed") or [None])[0]
+    phase_component, where = phase_of(context_of(root, clues))
+    incident.phase = root.method or where
+    if victim:
+        incident.evidence.append(
+            f"Ray killed pid {victim.get('pid')} {victim.get('name') or ''} ({_gib(victim.get('bytes'))}): the worker it picked, not necessarily the one that used the memory"
+        )
+    if culprit is not None:
+        incident.culprit = culprit
+        incident.component = component_of(culprit["command"][5:])
+        share = culprit["bytes"] / f["node_used_bytes"] if f.get("node_used_bytes") else None
+        incident.evidence.append(
+            f"top memory user: pid {culprit['pid']} {culprit['command']} {_gib(culprit['bytes'])}"
+            + (f" ({share:.0%} of node memory in use)" if share else "")
+        )
+        incident.confidence = 0.9 if incident.component else 0.6
+    elif victim and victim.get("bytes") and f.get("node_used_bytes") and victim["bytes"] >= 0.3 * f["node_used_bytes"]:
+        incident.component = root.component
+        incident.confidence = 0.75
+    elif phase_component:
+        incident.component = phase_component
+        incident.evidence.append(f"surfaced in {where}")
+        incident.confidence = 0.7
+    else:
+        incident.confidence = 0.6
+    if f.get("node_used_bytes"):
+        incident.evidence.append(
+            f"node memory {_gib(f['node_used_bytes'])} of {_gib(f.get('node_total_bytes'))}"
+            + (f", threshold {f['threshold']}" if f.get("threshold") is not None else "")
+        )
+
+
+def _explain_summary(incident: Incident, clues: list[Clue]) -> None:
+    f = incident.root.fields
+    incident.evidence.append(
+        f"raylet counted {f.get('killed')} worker(s) killed by its memory monitor on node {incident.root.node or f.get('node_id') or '?'}; the kill report itself is not in these logs"
+    )
+    incident.confidence = 0.6
+
+
+def _explain_gpu(incident: Incident, clues: list[Clue]) -> None:
+    root = incident.root
+    component, where = phase_of(context_of(root, clues))
+    incident.component = root.component or component
+    incident.phase = root.method or where
+    if root.kind == "vllm_memory_error":
+        incident.component = incident.component or "rollout"
+    incident.confidence = 0.85 if incident.component else 0.7
+    f = root.fields
+    if root.kind == "cuda_oom" and f.get("requested_bytes") is not None:
+        incident.evidence.append(
+            f"GPU {f.get('gpu', '?')}: tried to allocate {_gib(f.get('requested_bytes'))} with {_gib(f.get('free_bytes'))} free of {_gib(f.get('total_bytes'))}"
+        )
+    if where:
+        incident.evidence.append(f"surfaced in {where}")
+
+
+def _explain_kernel(incident: Incident, clues: list[Clue]) -> None:
+    f = incident.root.fields
+    incident.evidence.append(
+        f"the Linux OOM killer killed pid {f.get('pid')} ({f.get('process')}), anon-rss {_gib(f.get('anon_rss_bytes'))}"
+    )
+    incident.component = incident.root.component
+    incident.confidence = 0.85
+
+
+def _explain_failure(incident: Incident, clues: list[Clue]) -> None:
+    """A death or a timeout with no memory failure before it."""
+    root = incident.root
+    incident.component = root.component if root.kind != "watchdog_timeout" else None
+    incident.phase = root.method
+    detail = str(root.fields.get("exit_detail") or root.fields.get("reason") or "")
+    if root.kind == "ray_worker_died" and "connection error code 2" in detail:
+        incident.memory = "host"
+        incident.confidence = 0.35
+        incident.evidence.append(
+            "the worker vanished (connection error code 2, End of file) with no Ray OOM kill: possibly the kernel OOM killer; check dmesg on that node"
+        )
+    elif root.kind == "watchdog_timeout":
+        incident.confidence = 0.3
+        incident.evidence.append("a collective timed out; the rank that stopped responding is the one to look at, not this one")
+    else:
+        incident.confidence = 0.4
+
+
+EXPLAIN = {
+    "ray_oom_kill": _explain_ray_kill,
+    "ray_oom_summary": _explain_summary,
+    "cuda_oom": _explain_gpu,
+    "vllm_memory_error": _explain_gpu,
+    "kernel_oom": _explain_kernel,
+}
+
+
+# -- memory over time -------------------------------------------------------------------------
+
+
+def trend_before(incident: Incident, events: list[Event]) -> str | None:
+    """Growth: the same memory sample rose across steps up to the failure. Jump: one phase
+    took a large step up. Read from the samples of the failing memory kind."""
+    series: dict[tuple, list[float]] = {}
+    end = seconds(incident.root)
+    for event in events:
+        if event.kind != "gpu_memory" or event.memory != incident.memory:
+            continue
+        t = seconds(event)
+        if end is not None and t is not None and t > end:
+            continue
+        f = event.fields
+        value = f.get("used_bytes") or f.get("allocated_bytes") or f.get("cpu_used_bytes")
+        if value is None:
+            continue
+        key = (event.node, event.pid, f.get("label"))
+        series.setdefault(key, []).append(value)
+    for values in series.values():
+        if len(values) >= 3 and all(b > a for a, b in zip(values, values[1:])) and values[-1] - values[0] > 0.05 * values[-1]:
+            incident.evidence.append(
+                f"memory rose at every sample: {' -> '.join(_gib(int(v)) for v in values[-6:])}"
+            )
+            return "growth"
+    return None
+
+
+def correlate(events: list[Event], clues: list[Clue]) -> tuple[list[Event], list[Incident]]:
+    """The events on one clock, and the incidents they form in time order, each explained."""
+    ordered = one_clock(events)
+    attribute(ordered, clues)
+    incidents = group(ordered)
+    for number, incident in enumerate(incidents, 1):
+        incident.id = f"i{number}"
+        explain(incident, clues)
+        if incident.memory:
+            incident.trend = trend_before(incident, ordered)
+    return ordered, incidents

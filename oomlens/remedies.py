@@ -1,0 +1,114 @@
+"""Remedies: which framework wrote the logs, and which of its settings to change (data/remedies.toml)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from .correlate import Incident
+from .data import load
+from .events import Clue, Event
+
+SLEEP_MODE = re.compile(r"Sleep mode freed|CuMemAllocator|wake_up|enable_sleep|free_cache_engine")
+
+
+@functools.cache
+def _frameworks() -> tuple[tuple[str, re.Pattern[str], str | None], ...]:
+    return tuple((f["name"], re.compile(f["pattern"]), f.get("refines")) for f in load("frameworks.toml")["framework"])
+
+
+@functools.cache
+def _rules() -> dict[str, list[dict[str, Any]]]:
+    data = load("remedies.toml")
+    return {"remedy": data.get("remedy", []), "guard": data.get("guard", [])}
+
+
+def evidence_text(events: list[Event], clues: list[Clue]) -> str:
+    """What framework detection reads: code paths, process names, setting names, first lines."""
+    parts = []
+    for clue in clues:
+        for frame in clue.fields.get("frames", []):
+            parts.append(frame["path"])
+        task = clue.fields.get("task")
+        if task:
+            parts.append(f"{task.get('actor')}.{task.get('method')}")
+        parts.extend(clue.fields.get("settings", {}))
+        parts.append(clue.source.path)
+    for event in events:
+        parts.append(event.actor or "")
+        parts.append(event.text[:300])
+        parts.append(event.source.path)
+    return "\n".join(p for p in parts if p)
+
+
+def detect_framework(text: str) -> str | None:
+    """The framework whose markers the logs show; a fork or derivative beats its base."""
+    matched = {name: refines for name, pattern, refines in _frameworks() if pattern.search(text)}
+    for name, refines in matched.items():
+        if refines and refines in matched:
+            return name
+    return next(iter(matched), None)
+
+
+def flag_style(clues: list[Clue]) -> str:
+    """OpenRLHF renamed its flags to dotted groups in 0.10.2 (`--ds.zero_stage`)."""
+    for clue in clues:
+        for key in clue.fields.get("settings", {}):
+            if key.startswith("--") and "." in key:
+                return "dotted"
+    return "legacy"
+
+
+def current_settings(clues: list[Clue]) -> dict[str, Any]:
+    """Every setting the run printed, by its full name and by its last part."""
+    found: dict[str, Any] = {}
+    for clue in clues:
+        for key, value in clue.fields.get("settings", {}).items():
+            found[key] = value
+            found.setdefault(key.lstrip("-").rsplit(".", 1)[-1], value)
+    return found
+
+
+def _holds(rule: dict[str, Any], facts: dict[str, Any]) -> bool:
+    for key in ("framework", "component", "memory", "root_kind", "trend", "style"):
+        if key not in rule:
+            continue
+        wanted = rule[key] if isinstance(rule[key], list) else [rule[key]]
+        if facts.get(key) not in wanted:
+            return False
+    return True
+
+
+def remedies_for(incident: Incident, framework: str | None, clues: list[Clue], events: list[Event]) -> list[dict[str, Any]]:
+    """The remedies whose conditions hold, minus those a guard-rail forbids."""
+    facts = {
+        "framework": framework,
+        "component": incident.component,
+        "memory": incident.memory,
+        "root_kind": incident.root.kind,
+        "trend": incident.trend,
+        "style": flag_style(clues),
+    }
+    flags = {
+        "sleep_mode": any(SLEEP_MODE.search(e.text) for e in events) or any(
+            SLEEP_MODE.search(" ".join(clue.fields.get("settings", {}))) for clue in clues
+        ),
+        "host_pressure": incident.memory == "host",
+    }
+    guards = [g for g in _rules()["guard"] if flags.get(g["when"])]
+    settings = current_settings(clues)
+    chosen: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for rule in _rules()["remedy"]:
+        if not _holds(rule, facts) or rule["setting"] in seen:
+            continue
+        if any(g["setting"] == rule["setting"] and g.get("value", rule["value"]) == rule["value"] for g in guards):
+            continue
+        seen.add(rule["setting"])
+        remedy = {"framework": rule.get("framework", "any"), "setting": rule["setting"], "value": rule["value"], "why": rule["why"]}
+        current = settings.get(rule["setting"], settings.get(rule["setting"].lstrip("-").rsplit(".", 1)[-1]))
+        if current is not None:
+            remedy["current"] = current
+        chosen.append(remedy)
+    return chosen
