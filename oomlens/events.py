@@ -140,12 +140,16 @@ IDENTITY = {
     "ray_oom_summary": ("node_id", "killed", "crashed_other"),
     "ray_worker_died": ("worker_id",),
     "ray_actor_unavailable": ("actor_id", "reason"),
-    "watchdog_timeout": ("watchdog", "rank", "seq", "op"),
+    "watchdog_timeout": ("watchdog", "rank", "seq"),  # "Timeout at NCCL work: N" names no op
     "cuda_oom": ("gpu", "requested_bytes", "free_bytes", "total_bytes"),
     "vllm_memory_error": ("error", "max_model_len", "needed_bytes", "available_bytes"),
     "kernel_oom": ("pid", "uptime_s"),
     "gpu_memory": None,
 }
+# Further identities a report may share with another report of the same occurrence when
+# the first identity is missing from one of them: the driver's ActorDiedError names the
+# dead worker's pid but not its worker id, gcs_server.out the worker id but not the pid.
+ALSO_IDENTITY = {"ray_worker_died": (("pid", "exit_type"),)}
 FOLD_WINDOW_S = 120  # two reports of one occurrence are never further apart than this
 
 
@@ -187,18 +191,27 @@ def _fold_identical(events: list[Event]) -> list[Event]:
     kept: list[Event] = []
     index: dict[tuple, list[Event]] = {}
     for event in events:
-        key = _identity(event)
-        if key is not None:
-            for other in index.get(key, ()):
-                if _close_in_time(event, other):
-                    _absorb(other, event)
-                    break
-            else:
-                index.setdefault(key, []).append(event)
-                kept.append(event)
-        else:
+        home = next((o for key in _identities(event) for o in index.get(key, ()) if _close_in_time(event, o)), None)
+        if home is None:
             kept.append(event)
+            home = event
+        else:
+            _absorb(home, event)
+        for key in _identities(home):  # a report that joined may have brought another identity
+            bucket = index.setdefault(key, [])
+            if not any(other is home for other in bucket):
+                bucket.append(home)
     return kept
+
+
+def _identities(event: Event) -> list[tuple]:
+    """Every key under which this report meets other reports of its occurrence."""
+    keys = [key] if (key := _identity(event)) is not None else []
+    for names in ALSO_IDENTITY.get(event.kind, ()):
+        values = tuple(event.fields.get(n, getattr(event, n, None)) for n in names)
+        if values[0] is not None:
+            keys.append((event.kind, *names, *values))
+    return keys
 
 
 def _identity(event: Event) -> tuple | None:
@@ -208,10 +221,6 @@ def _identity(event: Event) -> tuple | None:
     values = tuple(event.fields.get(n, getattr(event, n, None)) for n in names)
     if all(v is None for v in values) or (event.kind in PARTIAL and None in values):
         return None
-    if event.kind == "ray_worker_died" and values == (None,):
-        return None
-    if event.kind == "ray_worker_died" and event.fields.get("worker_id") is None:
-        values = ("pid", event.pid, event.fields.get("exit_type"))
     return (event.kind, *values)
 
 
