@@ -17,6 +17,7 @@ from typing import Any
 
 from .data import load
 from .events import Clue, Event
+from .timeline import samples, trend
 
 MEMORY_FAILURES = ("ray_oom_kill", "cuda_oom", "kernel_oom", "vllm_memory_error", "ray_oom_summary")
 OTHER_FAILURES = ("ray_worker_died", "ray_actor_unavailable", "watchdog_timeout")
@@ -342,43 +343,17 @@ EXPLAIN = {
 }
 
 
-# -- memory over time -------------------------------------------------------------------------
-
-
-def trend_before(incident: Incident, events: list[Event]) -> str | None:
-    """Growth: the same memory sample rose across steps up to the failure. Jump: one phase
-    took a large step up. Read from the samples of the failing memory kind."""
-    series: dict[tuple, list[float]] = {}
-    end = seconds(incident.root)
-    for event in events:
-        if event.kind != "gpu_memory" or event.memory != incident.memory:
-            continue
-        t = seconds(event)
-        if end is not None and t is not None and t > end:
-            continue
-        f = event.fields
-        value = f.get("used_bytes") or f.get("allocated_bytes") or f.get("cpu_used_bytes")
-        if value is None:
-            continue
-        key = (event.node, event.pid, f.get("label"))
-        series.setdefault(key, []).append(value)
-    for values in series.values():
-        if len(values) >= 3 and all(b > a for a, b in zip(values, values[1:])) and values[-1] - values[0] > 0.05 * values[-1]:
-            incident.evidence.append(
-                f"memory rose at every sample: {' -> '.join(_gib(int(v)) for v in values[-6:])}"
-            )
-            return "growth"
-    return None
-
-
 def correlate(events: list[Event], clues: list[Clue]) -> tuple[list[Event], list[Incident]]:
     """The events on one clock, and the incidents they form in time order, each explained."""
     ordered = one_clock(events)
     attribute(ordered, clues)
     incidents = group(ordered)
+    readings = samples(ordered)
     for number, incident in enumerate(incidents, 1):
         incident.id = f"i{number}"
         explain(incident, clues)
         if incident.memory:
-            incident.trend = trend_before(incident, ordered)
+            incident.trend, seen = trend(readings, incident.memory, incident.root.time)
+            if seen:
+                incident.evidence.append(f"memory trend: {seen}")
     return ordered, incidents

@@ -81,7 +81,12 @@ def _holds(rule: dict[str, Any], facts: dict[str, Any]) -> bool:
 
 
 def remedies_for(incident: Incident, framework: str | None, clues: list[Clue], events: list[Event]) -> list[dict[str, Any]]:
-    """The remedies whose conditions hold, minus those a guard-rail forbids."""
+    """The remedies whose conditions hold, minus those a guard-rail forbids.
+
+    An incident whose memory kind is a guess gets none: a setting changed on a guess costs
+    a training run."""
+    if incident.memory is None or incident.confidence < 0.5:
+        return []
     facts = {
         "framework": framework,
         "component": incident.component,

@@ -23,6 +23,9 @@ def summary(event: Event) -> str:
     """The key numbers of an event in one short phrase."""
     f = event.fields
     k = event.kind
+    if k == "ray_oom_kill" and f.get("node_used_bytes") is None and f.get("top"):
+        top = f["top"][0]
+        return f"Top-10 table only; first: pid {top['pid']} {top['command']} {size(top['bytes'])}"
     if k == "ray_oom_kill":
         killed = ", ".join(f"pid {v.get('pid')} {v.get('name') or ''} {size(v.get('bytes'))}".strip() for v in f.get("killed", []))
         return f"node {size(f.get('node_used_bytes'))}/{size(f.get('node_total_bytes'))}; killed {killed or '?'}"
@@ -69,6 +72,11 @@ def render(diagnosis: Diagnosis, width: int | None = None) -> str:
         fixed = sum(widths) - widths[4] + 10
         widths[4] = max(20, min(widths[4], width - fixed))
         lines = ["  ".join(c.ljust(widths[i])[: widths[i]] if i == 4 else c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in [header, *rows]]
+    from .verdict import render as verdict_block
+
+    lines.append("")
+    lines.append(verdict_block(diagnosis, width))
+    lines.append("")
     read = sum(1 for i in diagnosis.inputs if i.opener is not None)
     lines.append(f"{len(diagnosis.events)} event(s) in {read} input(s), {sum(i.bytes for i in diagnosis.inputs)} bytes read")
     lines.extend(f"problem: {p}" for p in diagnosis.problems)

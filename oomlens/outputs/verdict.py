@@ -1,0 +1,76 @@
+"""The verdict block a person reads first: root cause, component, cascade, fix."""
+
+from __future__ import annotations
+
+import textwrap
+
+from ..diagnosis import Diagnosis
+from ..events import Event
+
+NAMES = {
+    "ray_oom_kill": "Ray OOM kill",
+    "ray_oom_summary": "raylet OOM count",
+    "ray_worker_died": "worker death",
+    "ray_actor_unavailable": "actor unavailable",
+    "watchdog_timeout": "watchdog timeout",
+    "cuda_oom": "CUDA OOM",
+    "vllm_memory_error": "vLLM memory error",
+    "kernel_oom": "kernel OOM kill",
+    "gpu_memory": "memory sample",
+}
+
+
+def _clock(time: str | None) -> str:
+    return time[11:19] if time else "?"
+
+
+def render(diagnosis: Diagnosis, width: int = 100) -> str:
+    """Labelled lines, wrapped to `width`, the label column kept clear."""
+    v = diagnosis.verdict
+    if v is None:
+        return "VERDICT     no OOM or crash found in these logs"
+    rows: list[tuple[str, str]] = [("ROOT CAUSE", v["summary"])]
+    incident = next((i for i in diagnosis.incidents if i.id == v.get("incident")), None)
+    memory = f"{v['memory']} memory" if v["memory"] else "host or GPU not shown in the logs"
+    component = v["component"] or "unknown"
+    rows.append(("COMPONENT", f"{component} ({memory}, confidence {v['confidence']:.2f})"))
+    if incident is not None:
+        if incident.culprit:
+            c = incident.culprit
+            rows.append(("", f"top memory user: pid {c['pid']} {c['command']} {c['bytes'] / 1024**3:.2f} GiB"))
+        killed = incident.root.fields.get("killed") or []
+        if killed:
+            k = killed[0]
+            size = f" ({k['bytes'] / 1024**3:.2f} GiB)" if k.get("bytes") else ""
+            rows.append(("", f"killed: pid {k.get('pid')} {k.get('name') or ''}{size}"))
+        if incident.phase:
+            rows.append(("", f"surfaced during {incident.phase}"))
+        if incident.trend:
+            rows.append(("TREND", next((e for e in incident.evidence if e.startswith("memory trend")), incident.trend)))
+        if incident.cascade:
+            rows.append(("CASCADE", ", ".join(f"{NAMES[e.kind]} {_where(e)} {_clock(e.time)}" for e in incident.cascade[:8])))
+        remedies = diagnosis.remedies.get(incident.id or "", [])
+        if remedies:
+            rows.append(("FIX", f"({remedies[0]['framework']}) " + "; ".join(_remedy(r) for r in remedies[:5])))
+    others = len(diagnosis.incidents) - (1 if incident else 0)
+    if others > 0:
+        rows.append(("ALSO", f"{others} more incident(s): see --format json or markdown"))
+    lines = []
+    for label, text in rows:
+        wrapped = textwrap.wrap(text, width - 12) or [""]
+        lines.append(f"{label:<12}{wrapped[0]}")
+        lines.extend(f"{'':<12}{more}" for more in wrapped[1:])
+    return "\n".join(lines)
+
+
+def _where(event: Event) -> str:
+    if event.rank is not None:
+        return f"on rank {event.rank}"
+    if event.actor:
+        return f"of {event.actor}"
+    return f"pid {event.pid}" if event.pid is not None else ""
+
+
+def _remedy(remedy: dict) -> str:
+    current = f" (now {remedy['current']})" if "current" in remedy else ""
+    return f"{remedy['setting']}={remedy['value']}{current}"
