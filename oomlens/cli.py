@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from . import pipeline
+from .diagnosis import Diagnosis
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,10 +27,27 @@ def parse(paths: tuple[str, ...], fmt: str) -> None:
     """Parse Ray session folders, log files, archives or stdin (-) into events.
 
     Example: oomlens parse /tmp/ray/session_latest/logs driver.log --format json
+
+    Exit status: 0 when any input could be read, 1 when none could (each problem is
+    told on stderr as `oomlens: <path>: <problem>`), 2 for a usage error.
     """
-    diagnosis = pipeline.analyze(*paths)
+    try:
+        diagnosis = pipeline.analyze(*paths)
+    except KeyboardInterrupt:
+        click.echo("oomlens: interrupted", err=True)
+        raise SystemExit(130) from None
     for problem in diagnosis.problems:
         click.echo(f"oomlens: {problem}", err=True)
+    try:
+        _write(diagnosis, fmt)
+    except BrokenPipeError:  # `oomlens parse ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if not diagnosis.readable:
+        click.echo("oomlens: nothing could be read from " + ", ".join(paths), err=True)
+        raise SystemExit(1)
+
+
+def _write(diagnosis: Diagnosis, fmt: str) -> None:
     if fmt == "json":
         import orjson
 
@@ -42,5 +61,4 @@ def parse(paths: tuple[str, ...], fmt: str) -> None:
         from .outputs.table import render
 
         click.echo(render(diagnosis))
-    if not diagnosis.readable:
-        raise SystemExit(1)
+    sys.stdout.flush()

@@ -4,33 +4,44 @@ from __future__ import annotations
 
 import io
 
-from .diagnosis import Diagnosis
+from .diagnosis import Diagnosis, diagnose
 from .events import Clue, Event, fold
 from .scan import FileContext, Scanner
 from .sources import Input, discover
 
 
 def read_input(item: Input) -> list[Event | Clue]:
-    """Scan one input; what goes wrong while reading becomes a problem of that input."""
-    if item.opener is None:
-        return []
-    scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node))
+    """Scan one input; whatever goes wrong while reading becomes a problem of that input.
+
+    Even an error of oomlens itself costs only the rest of this input, never the others."""
     events: list[Event | Clue] = []
+    try:
+        _read(item, events)
+    except Exception as err:  # noqa: BLE001 - reported as a problem, the other inputs still read
+        item.problems.append(f"oomlens failed on this input, rest not read (please report): {type(err).__name__}: {err}")
+    return events
+
+
+def _read(item: Input, events: list[Event | Clue]) -> None:
+    """Scan `item` into `events`; an error of oomlens itself propagates."""
+    if item.opener is None:
+        return
+    scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node))
     try:
         stream = item.opener()
     except OSError as err:
-        item.problems.append(f"cannot open: {err.strerror or err}")
-        return events
+        item.problems.append(f"cannot open ({err.strerror or err}): nothing read")
+        return
     try:
-        events.extend(scanner.events(stream))
+        for event in scanner.events(stream):
+            events.append(event)
     except OSError as err:
-        item.problems.append(f"read failed after {scanner.bytes_read} bytes: {err.strerror or err}")
+        scanner.problems.append(f"read failed after {scanner.bytes_read} bytes: {err.strerror or err}")
     finally:
+        item.bytes, item.lines = scanner.bytes_read, scanner.lines_read
+        item.problems.extend(scanner.problems)
         if item.path != "-":
             stream.close()
-    item.bytes, item.lines = scanner.bytes_read, scanner.lines_read
-    item.problems.extend(scanner.problems)
-    return events
 
 
 def number(events: list[Event]) -> list[Event]:
@@ -41,17 +52,22 @@ def number(events: list[Event]) -> list[Event]:
 
 def analyze(*paths: str) -> Diagnosis:
     """Read every input under `paths` and diagnose what they show."""
-    inputs: list[Input] = []
+    read: list[tuple[Input, list[Event | Clue]]] = []
+    for item in discover(list(paths)):
+        read.append((item, read_input(item)))
     events: list[Event] = []
     clues: list[Clue] = []
-    for item in discover(list(paths)):
-        inputs.append(item)
-        for found in read_input(item):
-            (clues if isinstance(found, Clue) else events).append(found)
-    return Diagnosis(inputs, number(fold(events)), clues=clues)
+    for item, found in read:
+        for event in found:
+            if event.node is None:  # an archive member may learn its node after it was read
+                event.node = item.node
+            (clues if isinstance(event, Clue) else events).append(event)
+    return diagnose([item for item, _ in read], fold(events), clues)
 
 
 def parse_text(text: str, name: str = "<text>") -> list[Event]:
     """Events in a snippet pasted into an issue or a chat."""
     item = Input(name, "other", opener=lambda: io.BytesIO(text.encode("utf-8", "surrogateescape")))
-    return number(fold([e for e in read_input(item) if isinstance(e, Event)]))
+    found: list[Event | Clue] = []
+    _read(item, found)
+    return number(fold([e for e in found if isinstance(e, Event)]))

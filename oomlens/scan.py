@@ -10,6 +10,7 @@ for every line.
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +21,8 @@ from .grammars import Family, families
 from .lines import STAMP_BYTES, Line, Stamp, peel
 
 CHUNK = 4 << 20  # bytes read at a time
-MAX_LINE = 1 << 20  # a longer line is scanned in pieces of this size
+MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most this much of a line
+OVERLAP = 4 << 10  # bytes of a piece of a long line read again with the next piece
 MAX_BLOCK = 256 << 10  # a block never spans more bytes than this
 BACK_LINES = 40  # lines walked back from a hit to find its time
 MAX_SKIPPED = 60  # other workers' lines skipped inside a block
@@ -90,56 +92,97 @@ class Scanner:
         self._actor: str | None = None
         self._actor_pos = 0
         self._long_lines = 0
+        self._bad_lines = 0  # lines with invalid UTF-8
+        self._bad_line = 0  # the last of them
 
     # -- reading ---------------------------------------------------------------------------
 
     def events(self, stream: BinaryIO) -> Iterator[Event]:
-        """Read the stream in chunks that end at a line break; scan each chunk."""
-        carry = b""
-        line_base = 1  # line number of the first byte of `data`
-        eof = False
-        while not eof:
-            chunk = stream.read(CHUNK)
-            eof = not chunk
-            self.bytes_read += len(chunk)
-            data = carry + chunk
-            if not data:
-                break
-            if eof:
-                cut = len(data)
-            else:
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    if len(data) < MAX_LINE:
-                        carry = data
-                        continue
-                    cut = len(data)  # a huge line: scan it in pieces
-                    self._long_lines += 1
-            if self.ctx.year is None:
-                m = YEAR.search(data, 0, min(cut, 1 << 16))
-                if m:
-                    self.ctx.year = int(m.group(1))
-            done = yield from self._scan(data, cut, line_base, eof)
-            line_base += data.count(b"\n", 0, done)
-            self.lines_read = line_base - 1
-            carry = data[done:]
-            self._stamp_pos = max(0, self._stamp_pos - done)
-            self._actor_pos = max(0, self._actor_pos - done)
-        if carry and not carry.endswith(b"\n"):
-            self.lines_read += 1
-        if self._long_lines:
-            self.problems.append(
-                f"{self._long_lines} line(s) longer than {MAX_LINE >> 20} MiB: scanned in pieces of that size"
-            )
+        """Read the stream in chunks that end at a line break; scan each chunk.
 
-    def _scan(self, data: bytes, cut: int, line_base: int, eof: bool) -> Iterator[Event]:
-        """Scan data[:cut]; returns how many bytes were consumed (the rest is carried)."""
+        Memory stays bounded whatever the input: a line that runs on past MAX_LINE is
+        scanned in pieces as it comes (each piece keeps the last OVERLAP bytes of the one
+        before, so a trigger cut in two is found whole), never held whole."""
+        carry = b""
+        begin = 0  # hits before this offset of `data` were taken in the round before
+        line_base = 1  # line number of the first byte of `data`
+        in_long = False  # the round before ended inside a line longer than MAX_LINE
+        try:
+            while True:
+                chunk = stream.read(CHUNK)
+                eof = not chunk
+                self.bytes_read += len(chunk)
+                data = carry + chunk
+                if not data:
+                    break
+                cut = len(data) if eof else data.rfind(b"\n") + 1
+                piece = not eof and len(data) - cut >= MAX_LINE
+                if piece:  # the last line is already too long to wait for its end
+                    if cut or not in_long:
+                        self._long_lines += 1
+                    cut = len(data) - OVERLAP
+                elif not eof and cut == 0:
+                    carry = data
+                    continue
+                in_long = piece
+                if self.ctx.year is None:
+                    m = YEAR.search(data, 0, min(cut, 1 << 16))
+                    if m:
+                        self.ctx.year = int(m.group(1))
+                done = yield from self._scan(data, begin, cut, line_base, eof)
+                keep = _char_start(data, done - OVERLAP) if piece and done == cut else done
+                self._check_utf8(data, keep, line_base)
+                line_base += data.count(b"\n", 0, keep)
+                self.lines_read = line_base - 1
+                carry, begin = data[keep:], done - keep
+                self._stamp_pos = max(0, self._stamp_pos - keep)
+                self._actor_pos = max(0, self._actor_pos - keep)
+                if eof:
+                    if not data.endswith(b"\n"):
+                        self.lines_read += 1
+                    break
+        finally:
+            if self._long_lines:
+                self.problems.append(
+                    f"{self._long_lines} line(s) longer than {MAX_LINE >> 20} MiB: scanned in pieces of that size"
+                )
+            if self._bad_lines:
+                self.problems.append(f"{self._bad_lines} line(s) with invalid UTF-8, shown as U+FFFD")
+
+    def _check_utf8(self, data: bytes, end: int, line_base: int) -> None:
+        """Count the lines of data[:end] that are not valid UTF-8; C speed when all are."""
+        if data.isascii():
+            return
+        view = memoryview(data)
+        pos, counted_pos, line = 0, 0, line_base
+        while pos < end:
+            stop = min(end, pos + MAX_LINE)
+            try:
+                pos += codecs.utf_8_decode(view[pos:stop], "strict", stop == end)[1]
+            except UnicodeDecodeError as err:
+                bad = pos + err.start
+                line += data.count(b"\n", counted_pos, bad)
+                counted_pos = bad
+                if line != self._bad_line:  # a long line read in pieces counts once
+                    self._bad_lines += 1
+                    self._bad_line = line
+                pos = data.find(b"\n", bad, end) + 1 or end
+
+    def _scan(self, data: bytes, begin: int, cut: int, line_base: int, eof: bool) -> Iterator[Event]:
+        """Scan the hits in data[begin:cut]; returns how many bytes were consumed (the rest is carried).
+
+        A trigger starting before `cut` may end after it. A hit deep inside a long line
+        is read from OVERLAP bytes before it, not from its line's start."""
         counted_pos, counted_lines = 0, 0
         skip_until: dict[str, int] = {}
-        for pos, fam in self.trigger.finditer(data, 0, cut):
+        for pos, fam in self.trigger.finditer(data, begin, len(data)):
+            if pos >= cut:
+                break
             if pos < skip_until.get(fam.name, -1):
                 continue
             start = _line_start(data, pos)
+            if pos - start > MAX_LINE // 2:
+                start = _char_start(data, pos - OVERLAP)
             if not eof and fam.max_lines > 1 and cut - start < MAX_BLOCK:
                 self._stamp_before(data, start)  # remember the context the next round cannot see
                 if self.ctx.role == "worker":
@@ -189,6 +232,8 @@ class Scanner:
         blanks = 0
         cursor, cur_line = nxt, lineno + n_phys
         while len(texts) < fam.max_lines and cursor < len(data) and fam.continues is not None:
+            if fam.ends is not None and fam.ends.match(texts[-1]):
+                break
             raw, after, n_phys = _logical_line(data, cursor, unwrap)
             line = peel(raw)
             if line.stream and head.stream and line.stream != head.stream:
@@ -292,6 +337,15 @@ class Scanner:
 
 def _line_start(data: bytes, pos: int) -> int:
     return data.rfind(b"\n", 0, pos) + 1
+
+
+def _char_start(data: bytes, pos: int) -> int:
+    """`pos` moved back to the first byte of the UTF-8 character it falls in."""
+    for _ in range(3):
+        if pos <= 0 or data[pos] & 0xC0 != 0x80:
+            break
+        pos -= 1
+    return pos
 
 
 def _char_index(data: bytes, start: int, pos: int, text: str) -> int:

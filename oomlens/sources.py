@@ -1,17 +1,24 @@
 """Sources: turn the paths a user names into readable inputs, each with what its name says.
 
-A Ray session folder is walked recursively and each file gets its role from its name
-(raylet, gcs, core worker, worker `.out/.err` with its pid, events, driver, kernel);
-`.gz` and `.zst` are decompressed as streams, `.tar.gz`/`.tgz`/`.tar` archives are read
+A folder is walked recursively and each file gets its role from its name (raylet, gcs,
+core worker, worker `.out/.err` with its pid, events, driver, kernel); a Ray `logs/`
+folder gives every file under it the node its raylet.out names. `.gz` and `.zst` are
+decompressed as streams, tar archives (plain, `.tar.gz`/`.tgz`, `.tar.zst`) are read
 member by member, and `-` is standard input. Nothing that cannot be read is skipped in
 silence: every problem becomes a sentence in the input's `problems`.
+
+Memory stays bounded and nothing hangs: special files met in a walk (pipes, devices,
+sockets, links to /dev/zero) are never opened, and a decompressed stream that grows far
+beyond what its compressed bytes can honestly hold is stopped.
 """
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import os
+import posixpath
 import re
 import stat
 import sys
@@ -21,22 +28,31 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+import zstandard
+
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-BOMB_RATIO = 1000  # decompressed/compressed beyond this (and past BOMB_FLOOR) is a bomb
-BOMB_FLOOR = 1 << 30
-SNIFF = 8192
+# Text logs compress 5-30x; deflate cannot pass ~1030x, so a 1000x limit would stop a gzip
+# bomb only at its end. A stream is a bomb when it is past BOMB_FLOOR bytes *and* more than
+# BOMB_RATIO times the compressed bytes consumed so far; at scan speed the floor costs seconds.
+BOMB_RATIO = 100
+BOMB_FLOOR = 64 << 20
+SNIFF = 8192  # bytes looked at to tell text from binary, and compressed from plain
+NODE_HEAD = 1 << 16  # raylet.out names its node within its first lines
+SESSION_SKIP = ("runtime_resources", "sockets")  # beside a session's logs/: environments and sockets
+ARCHIVE_NAMES = (".tar", ".tar.gz", ".tgz", ".tar.zst")
+DECODE_ERRORS = (EOFError, OSError, zlib.error, tarfile.TarError, zstandard.ZstdError)
 
-WORKER = re.compile(r"^(?:python-core-worker|python-core-driver)-[0-9a-f]+_(\d+)\.log$")
-WORKER_OUT = re.compile(r"^(?:io_)?worker-[0-9a-f]+(?:-[0-9a-f]+)?-(\d+)\.(?:out|err)$")
+WORKER = re.compile(r"^(?:python-core-worker|python-core-driver)-[0-9a-f]+_(\d+)(?:\.\d+)?\.log$")
+WORKER_OUT = re.compile(r"^(?:io_)?worker-[0-9a-f]+(?:-[0-9a-f]+)?-(\d+)(?:\.\d+)?\.(?:out|err)(?:\.\d+)?$")
 NODE_IN_RAYLET = re.compile(rb"node_manager address: ([\d.]+):|\[state-dump\] Node name: ([\d.]+)")
 
 ROLES: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"^raylet(?:\.\d+)?\.(?:out|err)$"), "raylet"),
-    (re.compile(r"^gcs_server(?:\.\d+)?\.(?:out|err)$"), "gcs"),
+    (re.compile(r"^raylet(?:\.\d+)?\.(?:out|err)(?:\.\d+)?$"), "raylet"),
+    (re.compile(r"^gcs_server(?:\.\d+)?\.(?:out|err)(?:\.\d+)?$"), "gcs"),
     (WORKER, "core_worker"),
     (WORKER_OUT, "worker"),
-    (re.compile(r"^event_[A-Z_]+(?:_\d+)?\.log$"), "events"),
+    (re.compile(r"^event_[A-Z_]+?(?:_(\d+))?\.log$"), "events"),
     (re.compile(r"^(?:job-driver-.*\.log|driver.*|.*console.*|nohup.*\.out)$"), "driver"),
     (re.compile(r"^(?:dmesg.*|kern\.log.*|syslog.*|messages.*|journal.*)$"), "kernel"),
 ]
@@ -44,7 +60,9 @@ ROLES: list[tuple[re.Pattern[str], str]] = [
 
 @dataclass
 class Input:
-    """One readable stream and what is known of it before reading it."""
+    """One readable stream and what is known of it before reading it.
+
+    `opener` is None when the input cannot be read at all (its problems say why)."""
 
     path: str
     role: str = "other"
@@ -55,8 +73,17 @@ class Input:
     lines: int = 0
     problems: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.path = shown(self.path)
+
     def to_dict(self) -> dict:
         return {"path": self.path, "role": self.role, "bytes": self.bytes, "lines": self.lines, "problems": self.problems}
+
+
+def shown(path: str) -> str:
+    """A path as text: bytes of a file name that are not UTF-8 become U+FFFD (JSON and
+    terminals need text; the file is still opened by its real name)."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def role_of(name: str) -> tuple[str, int | None]:
@@ -73,192 +100,285 @@ def role_of(name: str) -> tuple[str, int | None]:
 def discover(paths: list[str]) -> Iterator[Input]:
     """Every input under the given paths, in a stable order, problems included.
 
-    Archive members stream: read each input before asking for the next."""
+    Inputs stream: read each one before asking for the next (archive members and
+    standard input cannot be read later)."""
+    seen: dict[tuple[int, int], str] = {}
     for path in paths:
         if path == "-":
-            yield Input("-", "driver", opener=lambda: sys.stdin.buffer)
+            yield from _stream("-", lambda: sys.stdin.buffer)
         else:
-            yield from _walk(path, set())
+            yield from _walk(path, seen, named=True)
 
 
-def _walk(path: str, seen: set[tuple[int, int]]) -> Iterator[Input]:
+def _reason(err: OSError) -> str:
+    return err.strerror or str(err)
+
+
+def _walk(path: str, seen: dict[tuple[int, int], str], named: bool) -> Iterator[Input]:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        what = "a dangling symbolic link" if os.path.islink(path) else "no such file or folder"
+        what = "dangling symbolic link" if os.path.islink(path) else "no such file or folder"
         yield Input(path, problems=[f"{what}: nothing read"])
         return
     except OSError as err:
-        yield Input(path, problems=[f"cannot read: {err.strerror or err}"])
+        what = "symbolic link loop" if err.errno == errno.ELOOP else f"cannot read ({_reason(err)})"
+        yield Input(path, problems=[f"{what}: nothing read"])
+        return
+    key = (st.st_dev, st.st_ino)
+    if key in seen:
+        yield Input(path, problems=[f"same as {shown(seen[key])} (a link, or a link loop): not read again"])
         return
     if stat.S_ISDIR(st.st_mode):
-        key = (st.st_dev, st.st_ino)
-        if key in seen:
-            yield Input(path, problems=["symbolic link loop: folder already read, not read again"])
-            return
-        seen.add(key)
-        try:
-            names = sorted(os.listdir(path))
-        except OSError as err:
-            yield Input(path, problems=[f"cannot list folder: {err.strerror or err}"])
-            return
-        children = [os.path.join(path, n) for n in names]
-        if not children:
-            yield Input(path, problems=["empty folder: nothing to read"])
-            return
-        node = _node_of_folder(path, names)
-        for child in children:
-            for item in _walk(child, seen):
-                if item.node is None and node is not None:
-                    item.node = node
-                yield item
-        return
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a named pipe" if stat.S_ISFIFO(st.st_mode) else "a device or socket"
+        seen[key] = path
+        yield from _folder(path, seen)
+    elif stat.S_ISREG(st.st_mode):
+        seen[key] = path
+        yield from _file(path)
+    elif stat.S_ISFIFO(st.st_mode) and named:
+        # named on the command line, e.g. `<(zcat x.gz)`: read it like standard input
+        yield from _stream(path, lambda: open(path, "rb"))
+    else:
+        kind = "a named pipe" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
         yield Input(path, problems=[f"{kind}, not a regular file: not read"])
+
+
+def _folder(path: str, seen: dict[tuple[int, int], str]) -> Iterator[Input]:
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as err:
+        yield Input(path, problems=[f"cannot list folder: {_reason(err)}"])
         return
-    yield from _file(path, st.st_size)
+    if "logs" in names:  # a Ray session folder: its other subfolders hold no logs
+        names = [n for n in names if n not in SESSION_SKIP]
+    if not names:
+        yield Input(path, problems=["empty folder: nothing to read"])
+        return
+    node = _node_of_folder(path, names)
+    for name in names:
+        for item in _walk(os.path.join(path, name), seen, named=False):
+            if item.node is None:
+                item.node = node
+            yield item
 
 
 def _node_of_folder(path: str, names: list[str]) -> str | None:
-    """A Ray session's logs folder names its node in raylet.out."""
+    """A Ray `logs/` folder names its node in raylet.out."""
     if "raylet.out" not in names:
         return None
     try:
         with open(os.path.join(path, "raylet.out"), "rb") as fh:
-            m = NODE_IN_RAYLET.search(fh.read(1 << 16))
+            return node_in(fh.read(NODE_HEAD))
     except OSError:
         return None
+
+
+def node_in(raylet_head: bytes) -> str | None:
+    """The node IP in the first lines of a raylet.out."""
+    m = NODE_IN_RAYLET.search(raylet_head)
     return (m.group(1) or m.group(2)).decode() if m else None
 
 
-def _file(path: str, size: int) -> Iterator[Input]:
+def _file(path: str) -> Iterator[Input]:
+    probe = Input(path)  # problems met while sniffing are met again, and told, when reading
     try:
         with open(path, "rb") as fh:
-            head = fh.read(SNIFF)
+            head = text_stream(fh, probe).peek(SNIFF)[:SNIFF]
     except OSError as err:
-        yield Input(path, problems=[f"cannot read: {err.strerror or err}"])
+        yield Input(path, problems=[f"cannot read ({_reason(err)}): nothing read"])
         return
-    lower = path.lower()
-    if lower.endswith((".tar", ".tar.gz", ".tgz", ".tar.zst")) or _is_tar(path, head):
-        yield from _archive(path)
+    if path.lower().endswith(ARCHIVE_NAMES) or _is_tar(head):
+        archive = Input(path)
+        yield from _archive(archive, lambda: text_stream(open(path, "rb"), archive))
         return
     role, pid = role_of(path)
     item = Input(path, role, pid)
-    if head.startswith(GZIP_MAGIC):
-        item.opener = lambda: Limited(gzip.open(path, "rb"), item, size, "gzip")
-    elif head.startswith(ZSTD_MAGIC):
-        item.opener = lambda: Limited(_zstd_reader(open(path, "rb")), item, size, "zstd")
-    elif is_binary(head):
+    if is_binary(head):
         item.problems.append("binary file (not text): not read")
     else:
-        item.opener = lambda: open(path, "rb")
+        item.opener = lambda: text_stream(open(path, "rb"), item)
     yield item
 
 
-def _is_tar(path: str, head: bytes) -> bool:
-    if head.startswith(GZIP_MAGIC):
-        try:
-            with gzip.open(path, "rb") as fh:
-                inner = fh.read(512)
-        except (OSError, EOFError, zlib.error):
-            return False
-        return inner[257:262] == b"ustar"
+def _stream(name: str, opener: Callable[[], BinaryIO]) -> Iterator[Input]:
+    """Standard input or a named pipe: sniffed once, since it cannot be read twice."""
+    role, pid = ("driver", None) if name == "-" else role_of(name)
+    item = Input(name, role, pid)
+    try:
+        stream = text_stream(opener(), item)
+        head = stream.peek(SNIFF)[:SNIFF]
+    except OSError as err:
+        item.problems.append(f"cannot read ({_reason(err)}): nothing read")
+        yield item
+        return
+    except (AttributeError, ValueError):  # standard input closed: sys.stdin is None, or its file is
+        item.problems.append("closed: nothing read")
+        yield item
+        return
+    if _is_tar(head):
+        yield from _archive(item, lambda: stream)
+    elif is_binary(head):
+        item.problems.append("binary data (not text): not read")
+        yield item
+    else:
+        item.opener = lambda: stream
+        yield item
+
+
+def _is_tar(head: bytes) -> bool:
     return head[257:262] == b"ustar"
 
 
-def _archive(path: str) -> Iterator[Input]:
-    """Members of a session archive, streamed: each member is readable until the next is yielded."""
-    size = os.path.getsize(path)
-    try:
-        if path.lower().endswith(".zst"):
-            tar = tarfile.open(fileobj=_zstd_reader(open(path, "rb")), mode="r|")
-        else:
-            tar = tarfile.open(path, "r|*")
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
-        yield Input(path, problems=[f"unreadable archive: {err}"])
-        return
+def _archive(archive: Input, opener: Callable[[], BinaryIO]) -> Iterator[Input]:
+    """Members of a session archive, streamed: each member is readable until the next is yielded.
+
+    A member gets the node of the raylet.out nearest above it; a raylet.out met after
+    some members of its folder gives them its node too (the pipeline then applies it to
+    their events). Problems of the archive as a whole come last, as an input of their own."""
+    nodes: dict[str, str] = {}  # folder inside the archive -> node its raylet.out names
+    members: list[tuple[str, Input]] = []  # the regular files, with their folders
     count = 0
+    try:
+        tar = tarfile.open(fileobj=opener(), mode="r|")
+    except DECODE_ERRORS as err:
+        archive.problems.append(f"unreadable archive: {err}")
+        yield archive
+        return
     try:
         for member in tar:
             if member.isdir():
                 continue
             count += 1
-            name = f"{path}:{member.name}"
-            if not member.isfile():
+            name = f"{archive.path}:{member.name}"
+            reader = tar.extractfile(member) if member.isfile() else None
+            if reader is None:
                 yield Input(name, problems=["archive member is a link or special file: not read"])
                 continue
-            role, pid = role_of(member.name)
-            item = Input(name, role, pid)
-            reader = tar.extractfile(member)
-            head = reader.peek(SNIFF)[:SNIFF] if reader is not None else b""
-            if reader is None:
-                item.problems.append("archive member has no data")
-            elif head.startswith(GZIP_MAGIC):
-                item.opener = lambda r=reader, it=item: Limited(gzip.GzipFile(fileobj=r), it, size, "gzip")
-            elif is_binary(head):
+            folder, base = posixpath.split(member.name)
+            role, pid = role_of(base)
+            item = Input(name, role, pid, node=_nearest(nodes, folder))
+            stream = text_stream(io.BufferedReader(Limited(reader, item, "archive member"), NODE_HEAD), item)
+            head = stream.peek(NODE_HEAD)
+            node = node_in(head) if base == "raylet.out" else None
+            if node is not None:
+                nodes[folder] = node
+                for where, earlier in [*members, (folder, item)]:
+                    earlier.node = _nearest(nodes, where) or earlier.node
+            members.append((folder, item))
+            if is_binary(head[:SNIFF]):
                 item.problems.append("binary file (not text): not read")
-            else:
-                item.opener = lambda r=reader, it=item: Limited(r, it, size, "tar")
+            elif not item.problems:
+                item.opener = lambda s=stream: s
             yield item
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
-        yield Input(path, problems=[f"archive cut or damaged after {count} member(s): {err}"])
+    except DECODE_ERRORS as err:
+        archive.problems.append(f"archive cut or damaged after {count} member(s): {err}")
     finally:
         tar.close()
-    if count == 0:
-        yield Input(path, problems=["empty archive: nothing to read"])
+    if count == 0 and not archive.problems:
+        archive.problems.append("empty archive: nothing to read")
+    if archive.problems:
+        yield archive
+
+
+def _nearest(nodes: dict[str, str], folder: str) -> str | None:
+    """The node of the nearest folder at or above `folder` that has a raylet.out."""
+    while True:
+        if folder in nodes:
+            return nodes[folder]
+        if not folder:
+            return None
+        folder = posixpath.dirname(folder)
 
 
 def is_binary(head: bytes) -> bool:
-    """Text logs may hold a stray NUL or bad byte; binary data is mostly such bytes."""
+    """Text logs may hold a stray NUL, control code or Latin-1 byte; binary data (and data
+    compressed in a way oomlens does not read) is full of them."""
     if not head:
         return False
     if head.count(0) > len(head) // 10:
         return True
     control = sum(1 for b in head if b < 9 or 13 < b < 32)
-    return control > len(head) // 5
+    invalid = head.decode("utf-8", "replace").count("\ufffd")
+    return control > len(head) // 5 or invalid > len(head) // 10
 
 
-def _zstd_reader(raw: BinaryIO) -> BinaryIO:
-    import zstandard
+def text_stream(raw: BinaryIO, item: Input) -> io.BufferedReader:
+    """`raw` as a peekable stream of text bytes: decompressed when it starts like gzip or zstd.
 
-    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    Problems met while decompressing (a cut, a bomb) go to `item`."""
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    magic = buffered.peek(4)[:4]
+    if magic.startswith(GZIP_MAGIC):
+        counted = Counting(buffered)
+        return io.BufferedReader(Limited(gzip.GzipFile(fileobj=counted, mode="rb"), item, "gzip", counted))
+    if magic.startswith(ZSTD_MAGIC):
+        counted = Counting(buffered)
+        reader = zstandard.ZstdDecompressor().stream_reader(counted, read_across_frames=True)
+        return io.BufferedReader(Limited(reader, item, "zstd", counted))
+    return buffered
+
+
+class Counting(io.RawIOBase):
+    """Counts the compressed bytes a decompressor has consumed; closes what it wraps."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self.inner = inner
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self.inner.read(len(buffer))
+        buffer[: len(data)] = data
+        self.count += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.inner.close()
+        super().close()
 
 
 class Limited(io.RawIOBase):
-    """A decompressing stream that stops at a bomb or a cut and says so in `problems`."""
+    """A decompressing (or archive member) stream that stops at a bomb or a cut and says so.
 
-    def __init__(self, inner: BinaryIO, item: Input, compressed: int, codec: str) -> None:
-        self.inner, self.item, self.codec = inner, item, codec
-        self.limit = max(BOMB_FLOOR, compressed * BOMB_RATIO)
+    Reads fill the caller's buffer from small reads of the inner stream, so the bytes
+    before a cut are never lost with it."""
+
+    def __init__(self, inner: BinaryIO, item: Input, codec: str, compressed: Counting | None = None) -> None:
+        self.inner, self.item, self.codec, self.compressed = inner, item, codec, compressed
         self.total = 0
         self.stopped = False
 
     def readable(self) -> bool:
         return True
 
-    def read(self, size: int = -1) -> bytes:
-        if self.stopped:
-            return b""
-        try:
-            data = self.inner.read(size)
-        except (EOFError, zlib.error, OSError) as err:
-            self.stopped = True
-            self.item.problems.append(f"{self.codec} stream cut or damaged after {self.total} bytes: {err}")
-            return b""
-        except Exception as err:  # zstandard raises its own ZstdError
-            self.stopped = True
-            self.item.problems.append(f"{self.codec} stream damaged after {self.total} bytes: {err}")
-            return b""
-        self.total += len(data)
-        if self.total > self.limit:
-            self.stopped = True
-            self.item.problems.append(
-                f"decompression stopped after {self.total} bytes: more than {BOMB_RATIO}x the compressed size "
-                "(a decompression bomb?)"
-            )
-        return data
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        filled = 0
+        while filled < len(buffer) and not self.stopped:
+            try:
+                data = self.inner.read1(len(buffer) - filled)  # type: ignore[attr-defined]
+            except DECODE_ERRORS as err:
+                self._stop(f"{self.codec} data cut or damaged after {self.total} bytes: {err}")
+                break
+            if not data:
+                break
+            buffer[filled : filled + len(data)] = data
+            filled += len(data)
+            self.total += len(data)
+            if self.compressed is not None and self.total > BOMB_FLOOR and self.total > BOMB_RATIO * self.compressed.count:
+                self._stop(
+                    f"decompression stopped after {self.total} bytes, more than {BOMB_RATIO}x the "
+                    f"{self.compressed.count} compressed bytes read (a decompression bomb?)"
+                )
+        return filled
+
+    def _stop(self, problem: str) -> None:
+        self.stopped = True
+        self.item.problems.append(problem)
 
     def close(self) -> None:
-        self.inner.close()
+        if not self.closed:
+            self.inner.close()
         super().close()
