@@ -7,6 +7,8 @@ A family is one file `grammars/<name>.lark` plus one transformer module
     //! trigger: <bytes regex>     a raw line that may start this family's block (repeatable)
     //! start: <regex>             where the grammar's input begins in the peeled trigger line
     //! continue: <regex>          a following peeled line that belongs to the block (repeatable)
+    //! end: <regex>               a peeled line that is the last of its block, the first one too
+                                   (repeatable; `match`ed like continue)
     //! max_lines: <n>             the longest block (default 1: single-line messages)
     //! sample: <kind> [key=value ...]   followed by `//| ` lines: a real or constructed
                                    message the test suite parses, with the values it must yield
@@ -53,6 +55,7 @@ class Family:
     continues: re.Pattern[str] | None
     max_lines: int
     samples: list[Sample] = field(default_factory=list)
+    ends: re.Pattern[str] | None = None
 
     @functools.cached_property
     def parser(self) -> Lark:
@@ -113,6 +116,7 @@ def read_family(path: Path) -> Family:
     triggers: list[str] = []
     starts: list[str] = []
     continues: list[str] = []
+    ends: list[str] = []
     max_lines = 1
     samples: list[Sample] = []
     current: Sample | None = None
@@ -134,6 +138,8 @@ def read_family(path: Path) -> Family:
             starts.append(value)
         elif key == "continue":
             continues.append(value)
+        elif key == "end":
+            ends.append(value)
         elif key == "max_lines":
             max_lines = int(value)
         elif key == "sample":
@@ -153,6 +159,7 @@ def read_family(path: Path) -> Family:
         continues=re.compile("|".join(f"(?:{c})" for c in continues)) if continues else None,
         max_lines=max_lines,
         samples=samples,
+        ends=re.compile("|".join(f"(?:{e})" for e in ends)) if ends else None,
     )
 
 

@@ -1,0 +1,147 @@
+"""Transformer for grammars/gpu_memory.lark: framework GPU-memory samples as byte counts.
+
+Every draft carries the contract fields (`label`, `allocated_bytes`, `reserved_bytes`,
+`used_bytes`, `total_bytes`, null when the wording lacks them) plus what its wording adds.
+"""
+
+from __future__ import annotations
+
+import lark
+
+from oomlens.events import to_bytes
+
+CONTRACT = ("allocated_bytes", "reserved_bytes", "used_bytes", "total_bytes")
+
+# vLLM V1 MemoryProfilingResult items ("name: XGiB;") and V0 results ("name=X[GiB]")
+PROFILE_ITEMS = {
+    "Total non KV cache memory": "non_kv_cache_bytes",
+    "torch peak memory increase": "activation_peak_bytes",
+    "non-torch forward increase memory": "non_torch_bytes",
+    "weights memory": "weights_bytes",
+}
+RESULT_ITEMS = {
+    "duration": "profile_seconds",
+    "total_gpu_memory": "total_bytes",
+    "initial_memory_usage": "initial_used_bytes",
+    "peak_torch_memory": "peak_torch_bytes",
+    "memory_usage_post_profile": "post_profile_bytes",
+    "non_torch_memory": "non_torch_bytes",
+    "kv_cache_size": "kv_cache_bytes",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+}
+# veRL step metrics (GiB, peaks since the last reset)
+STEP_METRICS = {
+    "perf/max_memory_allocated_gb": "allocated_bytes",
+    "perf/max_memory_reserved_gb": "reserved_bytes",
+    "perf/cpu_memory_used_gb": "cpu_used_bytes",
+}
+
+
+def _draft(label: str | None, fields: dict, memory: str = "gpu") -> dict:
+    """A gpu_memory draft whose contract fields are present even when unknown."""
+    return {"kind": "gpu_memory", "memory": memory, "fields": {"label": label, **dict.fromkeys(CONTRACT), **fields}}
+
+
+def _gib(number) -> int | None:
+    return None if number is None else to_bytes(number, "GiB")
+
+
+class Transformer(lark.Transformer):
+    def start(self, items):
+        return items
+
+    # -- veRL / EasyR1 ----------------------------------------------------------------------
+
+    def framework(self, items):
+        head, amounts = items
+        head = head or {"label": None, "phase": None, "role": None}
+        return _draft(head.pop("label"), {**head, **amounts})
+
+    def phased_head(self, items):
+        role, phase, label = items
+        return {"label": f"{phase} {label}", "phase": phase.lower(), "role": None if role is None else str(role)}
+
+    def plain_head(self, items):
+        return {"label": str(items[0]), "phase": None, "role": None}
+
+    def gb_wording(self, items):
+        allocated, reserved, used_total = items
+        return {"allocated_bytes": _gib(allocated), "reserved_bytes": _gib(reserved), **(used_total or {})}
+
+    def used_total(self, items):
+        used, total = items
+        return {"used_bytes": _gib(used), "total_bytes": _gib(total)}
+
+    def unit_wording(self, items):
+        allocated, reserved = items
+        return {"allocated_bytes": _gib(allocated), "reserved_bytes": _gib(reserved)}
+
+    def device_wording(self, items):
+        used, total = items
+        return {"used_bytes": _gib(used), "total_bytes": _gib(total)}
+
+    # -- vLLM -------------------------------------------------------------------------------
+
+    def size(self, items):
+        number, unit = items
+        return to_bytes(number, unit)
+
+    def sleep(self, items):
+        freed, used = items
+        return _draft("vllm sleep", {"freed_bytes": freed, "used_bytes": used})
+
+    def cumem(self, items):
+        freed, backed_up, discarded, _rest = items
+        return _draft("vllm cumem sleep", {"freed_bytes": freed, "backed_up_bytes": backed_up, "discarded_bytes": discarded})
+
+    def profiling(self, items):
+        seconds, *parts = items
+        fields = {"profile_seconds": float(seconds)}
+        for part in parts:
+            fields.update(part or {})
+        return _draft("vllm memory profiling", fields)
+
+    def instance(self, items):
+        total, utilization, usable = items
+        return {"total_bytes": total, "gpu_memory_utilization": float(utilization), "instance_bytes": usable}
+
+    def breakdown(self, items):
+        names = ("weights_bytes", "non_torch_bytes", "activation_peak_bytes", "kv_cache_bytes")
+        return dict(zip(names, items))
+
+    def profile_item(self, items):
+        name, value = items
+        return {PROFILE_ITEMS[name]: value} if name in PROFILE_ITEMS else {}
+
+    def profile_results(self, items):
+        fields = {}
+        for item in items:
+            fields.update(item or {})
+        return _draft("vllm memory profiling", fields)
+
+    def result_item(self, items):
+        name, number, unit = items
+        value = to_bytes(number, unit) if unit else float(number)
+        return {RESULT_ITEMS[name]: value} if name in RESULT_ITEMS else {}
+
+    def kv_cache(self, items):
+        return _draft("vllm available kv cache", {"kv_cache_bytes": items[0]})
+
+    def loading(self, items):
+        _phrase, weights, seconds = items
+        return _draft("vllm model loading", {"weights_bytes": weights, "load_seconds": None if seconds is None else float(seconds)})
+
+    # -- veRL step metrics ------------------------------------------------------------------
+
+    def step(self, items):
+        number, *metrics = items
+        fields = {"step": int(number), **dict.fromkeys(STEP_METRICS.values())}
+        for name, value in metrics:
+            if name in STEP_METRICS:
+                fields[STEP_METRICS[name]] = _gib(value)
+        on_gpu = fields["allocated_bytes"] is not None or fields["reserved_bytes"] is not None
+        return _draft("step metrics", fields, "gpu" if on_gpu else "host")
+
+    def metric(self, items):
+        name, value = items
+        return str(name), value if value.type == "NUMBER" else None
