@@ -146,6 +146,15 @@ def test_vllm_v0_profiling_message_split_over_three_prefixed_lines():
     assert f["profile_seconds"] == 5.21 and len(events) == 1
 
 
+def test_a_sample_line_is_a_block_of_its_own():
+    event = sample(
+        "(WorkerDict pid=7) After FSDP init, memory allocated (GB): 1.00, memory reserved (GB): 2.00\n"
+        "(WorkerDict pid=7) model weights take 14.99GiB; non_torch_memory takes 0.31GiB\n"
+    )
+    assert (event.source.line, event.source.end_line) == (1, 1)
+    assert "truncated" not in event.fields
+
+
 def test_negative_available_kv_cache():
     assert sample("INFO 04-11 08:00:00 [gpu_worker.py:227] Available KV cache memory: -0.3 GiB").fields["kv_cache_bytes"] == -gib(0.3)
 
