@@ -42,13 +42,31 @@ class Sample:
 
 
 def samples(events: list[Event]) -> list[Sample]:
-    """Every memory reading the events carry, in event order."""
+    """Every memory reading the events carry, in event order.
+
+    A worker's memory line reaches both its own worker-*.out and the driver console; of
+    the files that carry the same process's line, the one with most copies is kept."""
     out: list[Sample] = []
-    for event in events:
+    for event in _one_copy(events):
         reader = READERS.get(event.kind)
         if reader:
             out.extend(reader(event))
     return out
+
+
+def _one_copy(events: list[Event]) -> list[Event]:
+    copies: dict[tuple, dict[str, int]] = {}
+    for event in events:
+        if event.kind == "gpu_memory":
+            per_file = copies.setdefault(_line_key(event), {})
+            per_file[event.source.path] = per_file.get(event.source.path, 0) + 1
+    keep = {key: max(files, key=lambda path: (files[path], path)) for key, files in copies.items()}
+    return [e for e in events if e.kind != "gpu_memory" or keep[_line_key(e)] == e.source.path]
+
+
+def _line_key(event: Event) -> tuple:
+    f = event.fields
+    return (event.pid, f.get("label"), f.get("allocated_bytes"), f.get("reserved_bytes"), f.get("used_bytes"), f.get("cpu_used_bytes"))
 
 
 def _sample(event: Event, memory: str, metric: str, value: int | None, **kw: Any) -> list[Sample]:
