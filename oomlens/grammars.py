@@ -85,21 +85,21 @@ def parse_prefix(parser: Lark, text: str) -> tuple[Any, bool]:
     except UnexpectedInput:
         pass
     interactive = parser.parse_interactive(text)
-    accepted = None
+    candidates = []  # LALR offers $END wherever a merged lookahead allows a reduce: try each
     try:
         for _token in interactive.iter_parse():
             if "$END" in interactive.choices():
-                accepted = interactive.copy()
-        if "$END" in interactive.choices():
-            accepted = interactive.copy()
+                candidates.append(interactive.copy())
     except LarkError:
-        pass
-    if accepted is None:
-        return None, False
-    try:
-        return accepted.feed_eof(), False
-    except LarkError:
-        return None, False
+        pass  # a cut word does not lex: the state after the last whole token still counts
+    if "$END" in interactive.choices():
+        candidates.append(interactive.copy())
+    for accepted in reversed(candidates):
+        try:
+            return accepted.feed_eof(), False
+        except LarkError:
+            continue
+    return None, False
 
 
 def grammar_dir() -> Path:

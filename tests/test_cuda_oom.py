@@ -1,0 +1,195 @@
+"""CUDA out-of-memory reports: the real pastes yield the right numbers, look-alikes yield nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import REAL
+from oomlens import analyze, parse_text
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+
+
+def size(number: float, unit: int) -> int:
+    return round(number * unit)
+
+
+def cuda_ooms(name: str) -> list:
+    return [e for e in analyze(str(REAL / name)).events if e.kind == "cuda_oom"]
+
+
+def only(name: str):
+    found = cuda_ooms(name)
+    assert len(found) == 1, [e.source for e in found]
+    return found[0]
+
+
+def test_torch22_rank_prefixed_with_another_process_on_the_gpu():
+    event = only("010_openrlhf_398.log")
+    f = event.fields
+    assert (event.rank, event.gpu, event.memory) == (7, 7, "gpu")
+    assert f["torch_variant"] == "P3" and f["exception"] == "torch.cuda.OutOfMemoryError"
+    assert f["requested_bytes"] == size(112, MIB)
+    assert f["total_bytes"] == size(39.39, GIB)
+    assert f["free_bytes"] == size(14, MIB)
+    assert f["processes"] == [{"pid": 1117993, "bytes": size(39.36, GIB)}]
+    assert f["process_bytes"] is None  # no "Including non-PyTorch memory" sentence
+    assert f["allocated_bytes"] == size(38.34, GIB)
+    assert f["reserved_unallocated_bytes"] == size(385.64, MIB)
+    assert f["reserved_bytes"] == size(38.34, GIB) + size(385.64, MIB)
+    assert "truncated" not in f
+
+
+def test_verl_rollout_worker_forwarded_to_the_trainer_console():
+    event = only("042_toolrl_39.log")
+    f = event.fields
+    assert (event.pid, event.actor, event.gpu, event.source.line) == (2396241, "main_task", 0, 3)
+    assert f["requested_bytes"] == size(5.22, GIB)
+    assert f["total_bytes"] == size(23.69, GIB)
+    assert f["free_bytes"] == size(1.18, GIB)
+    assert f["process_bytes"] == size(22.48, GIB)
+    assert f["processes"] == []
+    assert f["allocated_bytes"] == size(21.54, GIB)
+    assert f["reserved_bytes"] == size(21.54, GIB) + size(517.58, MIB)
+
+
+def test_elided_exception_class():
+    f = only("047_framepack_369.log").fields
+    assert f["exception"] is None
+    assert f["requested_bytes"] == size(30.29, GIB) > f["total_bytes"] == size(10.74, GIB)
+    assert f["process_bytes"] == size(6.68, GIB)
+    assert f["reserved_unallocated_bytes"] == size(396.58, MIB)
+
+
+def test_torch21_capacty_typo():
+    f = only("048_mgfn_35.log").fields
+    assert f["torch_variant"] == "P2"
+    assert f["requested_bytes"] == size(1.70, GIB)
+    assert (f["total_bytes"], f["free_bytes"]) == (size(6.00, GIB), 0)
+    assert f["allocated_bytes"] == size(2.93, GIB)
+    assert f["reserved_bytes"] == size(2.93, GIB) + size(2.30, GIB)
+
+
+def test_torch10_cached_inside_a_chained_traceback():
+    event = only("050_pytorch_18853.log")
+    f = event.fields
+    assert (event.source.line, event.gpu, f["torch_variant"], f["exception"]) == (5, 0, "P1", "RuntimeError")
+    assert f["requested_bytes"] == size(1024, MIB)
+    assert f["total_bytes"] == size(15.90, GIB)
+    assert f["allocated_bytes"] == size(14.25, GIB)
+    assert f["free_bytes"] == size(991.56, MIB)
+    assert f["reserved_unallocated_bytes"] == size(607, KIB)  # 1.0 "cached": held but not allocated
+    assert f["reserved_bytes"] == size(14.25, GIB) + size(607, KIB)
+
+
+def test_vllm_cumem_allocator_in_wake_up():
+    event = only("067_vllm_13941.log")
+    f = event.fields
+    assert (f["allocator"], f["torch_variant"], f["exception"]) == ("cumem", "cuda_error", "RuntimeError")
+    assert f["where"] == "/workspace/csrc/cumem_allocator.cpp:62"
+    assert f["requested_bytes"] is None and event.gpu is None
+    assert event.source.line == 15
+
+
+def test_vllm_engine_core_loading_weights():
+    event = only("084_vllm_31273.log")
+    f = event.fields
+    assert (event.pid, event.actor, event.gpu) == (556790, "EngineCore_DP0", 0)
+    assert f["requested_bytes"] == size(80, MIB)
+    assert f["total_bytes"] == size(139.72, GIB)
+    assert f["free_bytes"] == size(60.69, MIB)
+    assert f["processes"] == [{"pid": 691170, "bytes": size(139.65, GIB)}]
+    assert f["allocated_bytes"] == size(139.21, GIB)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "043_easyr1fork_9.log",  # RayTaskError(OutOfMemoryError) without the CUDA wording
+        "066_lmmr1_43.log",  # "CUDA Error: o": cut before the error's name, which may not be OOM
+        "054_vllm_5477.log",
+        "065_verl_2863.log",
+        "073_areal_110.log",
+        "030_qanything_302.log",
+        "032_ray_23450.log",  # the kernel's "Out of memory: Killed process"
+        "061_pyautovod_7.log",
+    ],
+)
+def test_no_cuda_oom(name):
+    assert cuda_ooms(name) == []
+
+
+def parse(text: str) -> list:
+    return [e for e in parse_text(text) if e.kind == "cuda_oom"]
+
+
+def test_cut_paste_keeps_every_figure_before_the_cut():
+    (event,) = parse(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
+        "23.68 GiB of which 10.00 MiB is free. Process 7 has 2.00 GiB memory in use. Of the alloc"
+    )
+    f = event.fields
+    assert f["truncated"] is True
+    assert (f["total_bytes"], f["free_bytes"]) == (size(23.68, GIB), size(10, MIB))
+    assert f["processes"] == [{"pid": 7, "bytes": size(2, GIB)}]
+    assert f["allocated_bytes"] is None and f["reserved_bytes"] is None
+
+
+def test_a_cut_hint_is_not_a_cut_report():
+    (event,) = parse(
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 7.79 GiB "
+        "of which 1.06 MiB is free. Of the allocated memory 7.10 GiB is allocated by PyTorch, and 3.45 MiB is "
+        "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try sett"
+    )
+    assert "truncated" not in event.fields
+    assert event.fields["reserved_bytes"] == size(7.10, GIB) + size(3.45, MIB)
+
+
+def test_consecutive_ranks_are_separate_reports():
+    text = "\n".join(
+        f"[rank{r}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU {r} has a total "
+        f"capacity of 79.33 GiB of which {r}.00 GiB is free. Of the allocated memory 70.00 GiB is allocated by "
+        "PyTorch, and 1.00 GiB is reserved by PyTorch but unallocated."
+        for r in (0, 1)
+    )
+    events = parse(text)
+    assert [(e.rank, e.gpu, e.fields["free_bytes"]) for e in events] == [(0, 0, 0), (1, 1, GIB)]
+    assert [e.source.line for e in events] == [1, 2]
+
+
+def test_nccl_unhandled_cuda_error_is_oom_only_when_the_last_error_says_so():
+    header = (
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+        "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1\n"
+        "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\n"
+    )
+    (event,) = parse(header + "Cuda failure 'out of memory'\n")
+    assert (event.fields["torch_variant"], event.fields["nccl_version"]) == ("nccl", "2.18.1")
+    assert (event.source.line, event.source.end_line) == (1, 4)
+    assert parse(header + "Cuda failure 'unspecified launch failure'\n") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'raise torch.OutOfMemoryError("CUDA out of memory.")',  # source line inside a traceback
+        '    if "CUDA out of memory." in str(e):',
+        "ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_ref_update_actor() (pid=1, ip=10.0.0.1)",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "[ 7248.743279] Out of memory: Killed process 16832 (ray::_shuffle_m) total-vm:33905928kB, anon-rss:6481792kB",
+        "torch.OutOfMemoryError: MPS backend out of memory (MPS allocated: 1.00 GiB).",
+    ],
+)
+def test_look_alikes(text):
+    assert parse(text) == []
+
+
+def test_stamped_worker_line_gives_time_and_same_report_from_two_files_folds():
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total capacity of "
+        "79.15 GiB of which 301.00 MiB is free."
+    )
+    events = parse(f"2025-06-01 10:00:00,000 - ERROR - trainer - {line}\n(WorkerDict pid=42) {line}\n")
+    assert len(events) == 1
+    assert events[0].time == "2025-06-01T10:00:00.000"
+    assert len(events[0].sources) == 2
