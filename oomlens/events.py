@@ -149,7 +149,9 @@ IDENTITY = {
 # Further identities a report may share with another report of the same occurrence when
 # the first identity is missing from one of them: the driver's ActorDiedError names the
 # dead worker's pid but not its worker id, gcs_server.out the worker id but not the pid.
-ALSO_IDENTITY = {"ray_worker_died": (("pid", "exit_type"),)}
+# vLLM's cumem allocator prints its failure on stderr and again as the RuntimeError: no
+# sizes, but the same allocator source line in the same process.
+ALSO_IDENTITY = {"ray_worker_died": (("pid", "exit_type"),), "cuda_oom": (("where", "pid"),)}
 FOLD_WINDOW_S = 120  # two reports of one occurrence are never further apart than this
 
 

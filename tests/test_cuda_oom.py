@@ -193,3 +193,15 @@ def test_stamped_worker_line_gives_time_and_same_report_from_two_files_folds():
     assert len(events) == 1
     assert events[0].time == "2025-06-01T10:00:00.000"
     assert len(events[0].sources) == 2
+
+
+def test_cumem_failure_printed_twice_is_one_event():
+    """vLLM's allocator prints its failure on stderr, then the RuntimeError repeats it."""
+    from oomlens import parse_text
+
+    text = (
+        "(WorkerDict pid=77) CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n"
+        "(WorkerDict pid=77) RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n"
+    )
+    (event,) = parse_text(text)
+    assert event.kind == "cuda_oom" and event.pid == 77 and len(event.sources) == 2
