@@ -20,8 +20,9 @@ def main() -> None:
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
-    "--format", "fmt", type=click.Choice(["table", "json", "jsonl"]), default="table", show_default=True,
-    help="table for people; json is the version-1 contract; jsonl is one event per line.",
+    "--format", "fmt", type=click.Choice(["table", "json", "jsonl", "markdown"]), default="table", show_default=True,
+    help="table for people; json is the version-1 contract; jsonl is one event per line; "
+    "markdown is a summary to paste into a GitHub issue.",
 )
 def parse(paths: tuple[str, ...], fmt: str) -> None:
     """Parse Ray session folders, log files, archives or stdin (-) into events.
@@ -57,6 +58,10 @@ def _write(diagnosis: Diagnosis, fmt: str) -> None:
 
         for event in diagnosis.events:
             sys.stdout.buffer.write(orjson.dumps(event.to_dict()) + b"\n")
+    elif fmt == "markdown":
+        from .outputs.markdown import render
+
+        click.echo(render(diagnosis))
     else:
         from .outputs.table import render
 

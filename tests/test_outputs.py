@@ -1,0 +1,61 @@
+"""Outputs render the diagnosis: table with the verdict block, JSON contract, JSONL, Markdown."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from conftest import REAL, SESSIONS
+from oomlens.cli import main
+
+SESSION = str(SESSIONS / "ray2.60-b-rl-actor-oom")
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_table_ends_with_the_verdict():
+    result = run("parse", SESSION)
+    assert result.exit_code == 0
+    out = result.output
+    assert "ray_oom_kill" in out
+    assert "ROOT CAUSE  host memory OOM on node 192.0.2.2" in out
+    assert "COMPONENT   reward_model (host memory" in out
+    assert "top memory user: pid 14522 ray::RewardModelRayActor.compute_reward 2.39 GiB" in out
+
+
+def test_json_contract():
+    data = json.loads(run("parse", SESSION, "--format", "json").output)
+    assert data["oomlens"] == 1
+    assert set(data) == {"oomlens", "inputs", "events", "incidents", "verdict"}
+    kill = next(e for e in data["events"] if e["kind"] == "ray_oom_kill")
+    assert kill["pid"] == 14522 and kill["memory"] == "host" and kill["fields"]["top"][0]["pid"] == 14522
+    incident = data["incidents"][0]
+    assert incident["root"] == kill["id"]
+    assert set(incident["cascade"]) <= {e["id"] for e in data["events"]}
+    assert incident["component"] == "reward_model" and len(incident["fingerprint"]) == 16
+    assert data["verdict"]["component"] == "reward_model" and data["verdict"]["memory"] == "host"
+    ids = [e["id"] for e in data["events"]]
+    assert ids == [f"e{i}" for i in range(1, len(ids) + 1)]
+
+
+def test_jsonl_is_one_event_per_line():
+    lines = run("parse", str(REAL / "019_ofa_271.log"), "--format", "jsonl").output.splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [e["rank"] for e in events] == [1, 3, 2, 6, 7]
+    assert {e["kind"] for e in events} == {"watchdog_timeout"}
+
+
+def test_markdown_for_a_github_issue():
+    out = run("parse", SESSION, "--format", "markdown").output
+    assert out.startswith("## oomlens diagnosis")
+    assert "**Component:** reward_model · **memory:** host" in out
+    assert "| 14522 | 2.39 | `ray::RewardModelRayActor.compute_reward` |" in out
+    assert "### Memory over time" in out
+
+
+def test_no_incident_says_so():
+    out = run("parse", str(REAL / "007_verl_2151.log")).output
+    assert "VERDICT     no OOM or crash found in these logs" in out
