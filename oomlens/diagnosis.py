@@ -9,7 +9,7 @@ from typing import Any
 
 from .correlate import Incident, component_of, correlate
 from .events import Clue, Event
-from .remedies import detect_framework, evidence_text, remedies_for
+from .remedies import detect_framework, detect_versions, evidence_text, remedies_for
 from .sources import Input
 
 CONTRACT_VERSION = 1
@@ -25,6 +25,7 @@ class Diagnosis:
     incidents: list[Incident] = field(default_factory=list)
     verdict: dict[str, Any] | None = None
     framework: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)  # software -> version seen in its wording
     remedies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by incident id
     clues: list[Clue] = field(default_factory=list)  # context for the correlator, not in the contract
 
@@ -78,8 +79,9 @@ def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue]) -> Dia
     ordered, incidents = correlate(events, clues)
     for number, event in enumerate(ordered, 1):
         event.id = f"e{number}"
-    framework = detect_framework(evidence_text(events, clues))
-    diagnosis = Diagnosis(inputs, ordered, incidents, framework=framework, clues=clues)
+    text = evidence_text(events, clues)
+    framework = detect_framework(text)
+    diagnosis = Diagnosis(inputs, ordered, incidents, framework=framework, versions=detect_versions(text, events), clues=clues)
     for incident in incidents:
         diagnosis.remedies[incident.id or ""] = remedies_for(incident, framework, clues, events)
     diagnosis.verdict = verdict(incidents, clues, diagnosis)
@@ -101,6 +103,7 @@ def verdict(incidents: list[Incident], clues: list[Clue], diagnosis: Diagnosis) 
         "confidence": chosen.confidence,
         "incident": chosen.id,
         "framework": diagnosis.framework,
+        "versions": diagnosis.versions,
         "summary": summary(chosen),
     }
 

@@ -51,6 +51,20 @@ def detect_framework(text: str) -> str | None:
     return next(iter(matched), None)
 
 
+def detect_versions(text: str, events: list[Event]) -> dict[str, str]:
+    """The version (or range) of each piece of software whose wording the logs show."""
+    data = load("frameworks.toml")
+    versions: dict[str, str] = {}
+    for entry in data["version"]:
+        if entry["software"] not in versions and re.search(entry["pattern"], text, re.M):
+            versions[entry["software"]] = entry["version"]
+    for event in events:
+        variant = event.fields.get("ray_variant") if event.kind == "ray_oom_kill" else None
+        if variant in data["ray_variants"]:
+            versions.setdefault("ray", data["ray_variants"][variant])
+    return versions
+
+
 def flag_style(clues: list[Clue]) -> str:
     """OpenRLHF renamed its flags to dotted groups in 0.10.2 (`--ds.zero_stage`)."""
     for clue in clues:

@@ -52,6 +52,9 @@ def render(diagnosis: Diagnosis, width: int = 100) -> str:
         remedies = diagnosis.remedies.get(incident.id or "", [])
         if remedies:
             rows.append(("FIX", f"({remedies[0]['framework']}) " + "; ".join(_remedy(r) for r in remedies[:5])))
+    software = [f"{name} {version}" for name, version in diagnosis.versions.items()]
+    if diagnosis.framework or software:
+        rows.append(("SEEN", ", ".join(([f"framework {diagnosis.framework}"] if diagnosis.framework else []) + software)))
     others = len(diagnosis.incidents) - (1 if incident else 0)
     if others > 0:
         rows.append(("ALSO", f"{others} more incident(s): see --format json or markdown"))
