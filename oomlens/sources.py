@@ -38,6 +38,7 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 BOMB_RATIO = 100
 BOMB_FLOOR = 64 << 20
 SNIFF = 8192  # bytes looked at to tell text from binary, and compressed from plain
+STEP = 8192  # bytes asked of a decoder or archive member at a time: a cut loses at most this
 NODE_HEAD = 1 << 16  # raylet.out names its node within its first lines
 SESSION_SKIP = ("runtime_resources", "sockets")  # beside a session's logs/: environments and sockets
 ARCHIVE_NAMES = (".tar", ".tar.gz", ".tgz", ".tar.zst")
@@ -216,6 +217,7 @@ def _stream(name: str, opener: Callable[[], BinaryIO]) -> Iterator[Input]:
         yield item
         return
     if _is_tar(head):
+        item.role = "other"
         yield from _archive(item, lambda: stream)
     elif is_binary(head):
         item.problems.append("binary data (not text): not read")
@@ -267,7 +269,7 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO]) -> Iterator[Input]:
             members.append((folder, item))
             if is_binary(head[:SNIFF]):
                 item.problems.append("binary file (not text): not read")
-            elif not item.problems:
+            else:  # even when cut: what came before the cut is read
                 item.opener = lambda s=stream: s
             yield item
     except DECODE_ERRORS as err:
@@ -343,8 +345,8 @@ class Counting(io.RawIOBase):
 class Limited(io.RawIOBase):
     """A decompressing (or archive member) stream that stops at a bomb or a cut and says so.
 
-    Reads fill the caller's buffer from small reads of the inner stream, so the bytes
-    before a cut are never lost with it."""
+    Reads fill the caller's buffer from small reads of the inner stream, so little or
+    nothing of what comes before a cut is lost with it (tarfile drops a whole request)."""
 
     def __init__(self, inner: BinaryIO, item: Input, codec: str, compressed: Counting | None = None) -> None:
         self.inner, self.item, self.codec, self.compressed = inner, item, codec, compressed
@@ -358,7 +360,7 @@ class Limited(io.RawIOBase):
         filled = 0
         while filled < len(buffer) and not self.stopped:
             try:
-                data = self.inner.read1(len(buffer) - filled)  # type: ignore[attr-defined]
+                data = self.inner.read1(min(STEP, len(buffer) - filled))  # type: ignore[attr-defined]
             except DECODE_ERRORS as err:
                 self._stop(f"{self.codec} data cut or damaged after {self.total} bytes: {err}")
                 break
