@@ -4,8 +4,11 @@ A folder is walked recursively and each file gets its role from its name (raylet
 core worker, worker `.out/.err` with its pid, events, driver, kernel); a Ray `logs/`
 folder gives every file under it the node its raylet.out names. `.gz` and `.zst` are
 decompressed as streams, tar archives (plain, `.tar.gz`/`.tgz`, `.tar.zst`) are read
-member by member, and `-` is standard input. Nothing that cannot be read is skipped in
-silence: every problem becomes a sentence in the input's `problems`.
+member by member, and `-` is standard input; a named pipe given by name (`<(zcat x.gz)`)
+is read like standard input. In a Ray session folder (one holding `logs/`) the
+`runtime_resources/` and `sockets/` folders are left out: they hold environments and
+sockets, not logs. Nothing that cannot be read is skipped in silence: every problem
+becomes a sentence in the input's `problems`.
 
 Memory stays bounded and nothing hangs: special files met in a walk (pipes, devices,
 sockets, links to /dev/zero) are never opened, and a decompressed stream that grows far
