@@ -137,7 +137,7 @@ CLUE_KINDS = ("context", "setting")
 # the driver console, gcs_server.out, events/*.log); None: never folded.
 IDENTITY = {
     "ray_oom_kill": ("node_id", "usage_fraction"),
-    "ray_oom_summary": ("node_id", "killed", "crashed_other"),
+    "ray_oom_summary": ("node_id", "killed", "crashed_other", "time"),  # raylet's own stamp, on every copy
     "ray_worker_died": ("worker_id",),
     "ray_actor_unavailable": ("actor_id", "reason"),
     "watchdog_timeout": ("watchdog", "rank", "seq"),  # "Timeout at NCCL work: N" names no op

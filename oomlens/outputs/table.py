@@ -79,7 +79,8 @@ def render(diagnosis: Diagnosis, width: int | None = None) -> str:
     lines.append("")
     read = sum(1 for i in diagnosis.inputs if i.opener is not None)
     lines.append(f"{len(diagnosis.events)} event(s) in {read} input(s), {sum(i.bytes for i in diagnosis.inputs)} bytes read")
-    lines.extend(f"problem: {p}" for p in diagnosis.problems)
+    if diagnosis.problems:
+        lines.append(f"{len(diagnosis.problems)} problem(s) reading the inputs: listed on stderr")
     return "\n".join(lines)
 
 
