@@ -89,9 +89,9 @@ def one_clock(events: list[Event]) -> list[Event]:
     year = max(set(years), key=years.count) if years else None
     for event in events:
         local = event.fields.get("local_time")
-        if event.time is None and local and year:
+        if event.time is None and local and year:  # the clock time is exact; only the year is borrowed
             event.time = f"{year}-{local}"
-            event.time_inferred = True
+            event.fields["year_inferred"] = True
     last_in_file: dict[str, float] = {}
     keyed = []
     for index, event in enumerate(events):
@@ -109,14 +109,15 @@ def one_clock(events: list[Event]) -> list[Event]:
 
 
 def context_of(event: Event, clues: list[Clue]) -> list[Clue]:
-    """Traceback clues of the same file around the event, nearest first."""
+    """Traceback clues around any of the places the event was reported, nearest first."""
     near = []
-    for clue in clues:
-        if clue.kind != "context" or clue.source.path != event.source.path:
-            continue
-        if event.source.line - CONTEXT_BEFORE <= clue.source.end_line and clue.source.line <= event.source.end_line + CONTEXT_AFTER:
-            distance = min(abs(clue.source.end_line - event.source.line), abs(clue.source.line - event.source.end_line))
-            near.append((distance, clue))
+    for source in event.sources:
+        for clue in clues:
+            if clue.kind != "context" or clue.source.path != source.path:
+                continue
+            if source.line - CONTEXT_BEFORE <= clue.source.end_line and clue.source.line <= source.end_line + CONTEXT_AFTER:
+                distance = min(abs(clue.source.end_line - source.line), abs(clue.source.line - source.end_line))
+                near.append((distance, clue))
     near.sort(key=lambda item: item[0])
     return [clue for _, clue in near]
 
@@ -131,7 +132,7 @@ def phase_of(clues: list[Clue]) -> tuple[str | None, str | None]:
         if task:
             name = f"{task['actor']}.{task['method']}" if task.get("actor") else task["method"]
             component = component_of(name)
-            if component:
+            if component and component != "driver":  # the trainer's own task says no phase
                 return component, name
     for clue in clues:
         for frame in reversed(clue.fields.get("frames", [])):
@@ -156,7 +157,12 @@ def attribute(events: list[Event], clues: list[Clue]) -> None:
         for clue in clues_near:
             task = clue.fields.get("task")
             if task and event.method is None and (event.pid is None or task.get("pid") in (None, event.pid) or event.kind != "ray_oom_kill"):
-                if event.actor in (None, task.get("actor")) or event.kind in ("cuda_oom", "ray_worker_died"):
+                # a CUDA OOM surfaces through the header of the method that raised it; a death's
+                # header belongs to the caller that saw it
+                if event.kind == "cuda_oom":  # the header names the process that raised it
+                    event.actor, event.method = task.get("actor") or event.actor, task.get("method")
+                    event.pid = task.get("pid") or event.pid
+                elif event.actor in (None, task.get("actor")):
                     event.actor = event.actor or task.get("actor")
                     event.method = task.get("method")
                 break
@@ -170,47 +176,81 @@ def attribute(events: list[Event], clues: list[Clue]) -> None:
 
 
 def group(events: list[Event]) -> list[Incident]:
-    """Roots and cascades. Memory failures open incidents first; other failures join the
-    nearest incident before them (clock skew allowed) or open their own."""
+    """Roots and cascades. Memory failures open incidents first, and every failure that
+    follows one (or follows a failure already in its cascade: a kill, then a rank hanging
+    in a collective, then its watchdog abort, then its death) joins it. The failures left
+    open incidents of their own, deaths before the timeouts they cause."""
     incidents: list[Incident] = []
     for event in events:
         if event.kind in MEMORY_FAILURES:
-            home = _home(incidents, event)
-            if home is None:
-                incidents.append(Incident(root=event))
-            else:
-                home.cascade.append(event)
+            _join_or_open(incidents, incidents, event)
+    rest = []
     for event in events:
         if event.kind in OTHER_FAILURES:
             home = _home(incidents, event)
             if home is None:
-                incidents.append(Incident(root=event))
+                rest.append(event)
             else:
                 home.cascade.append(event)
-    incidents.sort(key=lambda i: (seconds(i.root) is None, seconds(i.root) or 0))
+    opened = len(incidents)
+    # NCCL ranks time out waiting for a dead peer, sometimes on a node whose clock runs
+    # ahead of the dead worker's: the death comes first
+    for event in sorted(rest, key=lambda e: OTHER_FAILURES.index(e.kind)):
+        _join_or_open(incidents, incidents[opened:], event)
     for incident in incidents:
         incident.cascade.sort(key=lambda e: (seconds(e) is None, seconds(e) or 0))
+        _lead_with_the_death_the_caller_saw(incident)
+    incidents.sort(key=lambda i: (seconds(i.root) is None, seconds(i.root) or 0))
     return incidents
 
 
+def _join_or_open(incidents: list[Incident], candidates: list[Incident], event: Event) -> None:
+    home = _home(candidates, event)
+    if home is None:
+        incidents.append(Incident(root=event))
+    else:
+        home.cascade.append(event)
+
+
+def _lead_with_the_death_the_caller_saw(incident: Incident) -> None:
+    """When a dead peer takes its whole job down, Ray reports many deaths within seconds.
+    The one the caller saw (reported most often, with its class) leads; its peers follow."""
+    if incident.root.kind != "ray_worker_died":
+        return
+    t = seconds(incident.root)
+    peers = [e for e in incident.cascade if e.kind == "ray_worker_died" and (t is None or seconds(e) is None or abs(seconds(e) - t) <= SKEW_S)]
+    best = max([incident.root, *peers], key=lambda e: (len(e.sources), e.actor is not None))
+    if best is not incident.root:
+        incident.cascade.remove(best)
+        incident.cascade.append(incident.root)
+        incident.root = best
+
+
 def _home(incidents: list[Incident], event: Event) -> Incident | None:
+    """The incident this event follows: after its root or after a failure of its cascade.
+    An inferred time is a lower bound, so such an event joins the first incident that may
+    have come before it."""
     t = seconds(event)
-    best = None
+    best, best_gap = None, float("inf")
     for incident in incidents:
         root_t = seconds(incident.root)
         if t is None or root_t is None:
             if t is None and root_t is None and incident.root.source.path == event.source.path:
                 best = incident
             continue
+        if event.time_inferred and not incident.root.time_inferred:
+            if root_t >= t - SKEW_S and (best is None or root_t < best_gap):
+                best, best_gap = incident, root_t
+            continue
         window = CASCADE_S[event.kind]
         if event.kind == "watchdog_timeout" and event.fields.get("elapsed_ms"):
-            # a collective that started before the root cannot have been caused by it
-            started = t - event.fields["elapsed_ms"] / 1000
-            if started < root_t - SKEW_S:
+            # a collective that started long before the root cannot have been caused by it
+            if t - event.fields["elapsed_ms"] / 1000 < root_t - window:
                 continue
-        if root_t - SKEW_S <= t <= root_t + window:
-            if best is None or abs(root_t - t) < abs(seconds(best.root) - t):
-                best = incident
+        for anchor in (incident.root, *incident.cascade):
+            anchor_t = seconds(anchor)
+            if anchor_t is not None and anchor_t - SKEW_S <= t <= anchor_t + window and abs(t - anchor_t) < best_gap:
+                best, best_gap = incident, abs(t - anchor_t)
     return best
 
 
@@ -307,11 +347,19 @@ def _explain_gpu(incident: Incident, clues: list[Clue]) -> None:
 
 
 def _explain_kernel(incident: Incident, clues: list[Clue]) -> None:
+    """The kernel names only a 15-character comm; Ray's report of the same pid's death, or
+    the caller's traceback, says which actor and method it was."""
     f = incident.root.fields
     incident.evidence.append(
         f"the Linux OOM killer killed pid {f.get('pid')} ({f.get('process')}), anon-rss {_gib(f.get('anon_rss_bytes'))}"
     )
     incident.component = incident.root.component
+    for death in incident.cascade:
+        if death.kind == "ray_worker_died" and death.pid == f.get("pid") and death.component:
+            incident.component = incident.component or death.component
+            incident.phase = death.method or incident.phase
+            incident.evidence.append(f"Ray reported the death of pid {death.pid} ({identity_of(death) or 'worker'}): {death.component}")
+            break
     incident.confidence = 0.85
 
 

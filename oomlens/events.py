@@ -176,16 +176,16 @@ PARTIAL = {"ray_oom_kill"}
 
 
 def _nearest(event: Event, full: list[Event]) -> Event | None:
-    best, gap = None, float(FOLD_WINDOW_S)
+    best, best_gap = None, float(FOLD_WINDOW_S)
     for other in full:
         if other.kind != event.kind or other.time is None or event.time is None:
             continue
         node = event.fields.get("node_id")
         if node and other.fields.get("node_id") and not other.fields["node_id"].startswith(node):
             continue
-        seconds = abs(_seconds(other.time) - _seconds(event.time))
-        if seconds <= gap:
-            best, gap = other, seconds
+        gap = _gap(event, other)
+        if gap is not None and gap <= best_gap:
+            best, best_gap = other, gap
     return best
 
 
@@ -233,9 +233,22 @@ def _seconds(time: str) -> float:
 
 
 def _close_in_time(a: Event, b: Event) -> bool:
-    if a.time is None or b.time is None:
-        return True
-    return abs(_seconds(a.time) - _seconds(b.time)) <= FOLD_WINDOW_S
+    """Could two reports be of one occurrence? An inferred time is only a lower bound: the
+    line came after the stamped line it borrowed its time from, by an unknown while."""
+    gap = _gap(a, b)
+    return gap is not None and gap <= FOLD_WINDOW_S
+
+
+def _gap(a: Event, b: Event) -> float | None:
+    """Seconds between two reports at the least, or None when they cannot be one occurrence."""
+    if a.time is None or b.time is None or (a.time_inferred and b.time_inferred):
+        return 0.0
+    ta, tb = _seconds(a.time), _seconds(b.time)
+    if a.time_inferred:
+        return 0.0 if tb >= ta - FOLD_WINDOW_S else None
+    if b.time_inferred:
+        return 0.0 if ta >= tb - FOLD_WINDOW_S else None
+    return abs(ta - tb)
 
 
 def _richness(event: Event) -> int:

@@ -94,6 +94,13 @@ def _holds(rule: dict[str, Any], facts: dict[str, Any]) -> bool:
     return True
 
 
+def _same(current: object, value: str) -> bool:
+    """Does the printed setting already hold the remedy's value? ("(flag)" is a set flag.)"""
+    if value.startswith("(flag"):
+        return current is True
+    return str(current).lower() == value.lower()
+
+
 def remedies_for(incident: Incident, framework: str | None, clues: list[Clue], events: list[Event]) -> list[dict[str, Any]]:
     """The remedies whose conditions hold, minus those a guard-rail forbids.
 
@@ -124,9 +131,13 @@ def remedies_for(incident: Incident, framework: str | None, clues: list[Clue], e
             continue
         if any(g["setting"] == rule["setting"] and g.get("value", rule["value"]) == rule["value"] for g in guards):
             continue
+        current = settings.get(rule["setting"], settings.get(rule["setting"].lstrip("-").rsplit(".", 1)[-1]))
+        if rule.get("when_set") and current in (None, False, 0):
+            continue
+        if current is not None and _same(current, rule["value"]):
+            continue  # the run already has it
         seen.add(rule["setting"])
         remedy = {"framework": rule.get("framework", "any"), "setting": rule["setting"], "value": rule["value"], "why": rule["why"]}
-        current = settings.get(rule["setting"], settings.get(rule["setting"].lstrip("-").rsplit(".", 1)[-1]))
         if current is not None:
             remedy["current"] = current
         chosen.append(remedy)

@@ -17,6 +17,7 @@ from .events import Event
 
 GROWTH_STEPS = 3  # a rise must hold over at least this many samples
 GROWTH_MIN = 0.05  # and add at least this fraction of the last value
+GROWTH_SHARE = 0.6  # with no single step taking more than this share of the rise
 JUMP_MIN = 0.25  # one step that adds this fraction of the device or node total is a jump
 
 
@@ -145,10 +146,12 @@ def trend(readings: list[Sample], memory: str, until: str | None) -> tuple[str |
         series.setdefault((s.node, s.pid, s.rank, s.label, s.metric), []).append(s)
     for key, points in series.items():
         values = [p.bytes for p in points]
-        tail = values[-max(GROWTH_STEPS, len(values)) :]
-        if len(tail) >= GROWTH_STEPS and all(b > a for a, b in zip(tail, tail[1:])) and tail[-1] - tail[0] > GROWTH_MIN * tail[-1]:
+        steps = [b - a for a, b in zip(values, values[1:])]
+        rise = values[-1] - values[0] if values else 0
+        steady = steps and all(step > 0 for step in steps) and max(steps) <= GROWTH_SHARE * rise
+        if len(values) >= GROWTH_STEPS and steady and rise > GROWTH_MIN * values[-1]:
             label = key[3] or key[4]
-            return "growth", f"{label} rose at every reading: {' -> '.join(_gib(v) for v in tail[-6:])}"
+            return "growth", f"{label} rose at every reading: {' -> '.join(_gib(v) for v in values[-6:])}"
     by_process: dict[tuple, list[Sample]] = {}
     for (node, pid, rank, _label, metric), points in series.items():
         by_process.setdefault((node, pid, rank, metric), []).extend(points)

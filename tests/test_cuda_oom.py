@@ -43,7 +43,11 @@ def test_torch22_rank_prefixed_with_another_process_on_the_gpu():
 def test_verl_rollout_worker_forwarded_to_the_trainer_console():
     event = only("042_toolrl_39.log")
     f = event.fields
-    assert (event.pid, event.actor, event.gpu, event.source.line) == (2396241, "main_task", 0, 3)
+    # printed by the trainer (main_task pid 2396241); the remote-task header below the OOM
+    # names the process that ran out: WorkerDict pid 2396579 in actor_rollout_generate_sequences
+    assert (event.pid, event.actor, event.method, event.gpu, event.source.line) == (
+        2396579, "WorkerDict", "actor_rollout_generate_sequences", 0, 3
+    )
     assert f["requested_bytes"] == size(5.22, GIB)
     assert f["total_bytes"] == size(23.69, GIB)
     assert f["free_bytes"] == size(1.18, GIB)
