@@ -64,6 +64,7 @@ def component_rules() -> tuple[tuple[re.Pattern[str], str], ...]:
     return tuple((re.compile(r["pattern"]), r["component"]) for r in load("components.toml")["rule"])
 
 
+@functools.lru_cache(maxsize=4096)
 def component_of(subject: str | None) -> str | None:
     """The component a process or code location belongs to, or None when it does not say."""
     if not subject:

@@ -165,41 +165,49 @@ def _syslog(line: Line, m: re.Match) -> None:
 _DATE = r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[ T](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
 _LEVEL = r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 
-# Each layer: (pattern, handler); the handler copies what the envelope says into the Line,
-# None marks a layer that carries nothing worth keeping.
-LAYERS: list[tuple[re.Pattern[str], Callable[[Line, re.Match], None] | None]] = [
+# Each layer: (the characters its match can start with, "" for any; pattern; handler). The
+# handler copies what the envelope says into the Line; None: nothing worth keeping.
+LAYERS: list[tuple[str, re.Pattern[str], Callable[[Line, re.Match], None] | None]] = [
     # paste prefixes: markdown quotes, CI log gutters, docker-compose service names
-    (re.compile(r"^(?:> ?)+|^\s*\| |^[\w.-]+ +\| "), None),
-    (re.compile(r"^\[(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?Z\] "), _buildkite),
+    ("", re.compile(r"^(?:> ?)+|^\s*\| |^[\w.-]+ +\| "), None),
+    ("[", re.compile(r"^\[(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?Z\] "), _buildkite),
     (
+        "(",
         re.compile(
             r"^\((?:(?P<name>[^\s()]+(?:\([^)]*\))?)(?: rank=(?P<vrank>\d+))? )?pid=(?P<pid>\d+|[a-z_]+)"
             r"(?:, ip=(?P<ip>[\d.:a-fA-F]+))?\) ?"
         ),
         _ray_prefix,
     ),
-    (re.compile(r"^\((?P<src>raylet|gcs_server|autoscaler \+\S+|scheduler \+\S+)(?:, ip=(?P<ip>[\d.:a-fA-F]+))?\) ?"), _ray_source),
-    (MAGIC, None),
+    (
+        "(",
+        re.compile(r"^\((?P<src>raylet|gcs_server|autoscaler \+\S+|scheduler \+\S+)(?:, ip=(?P<ip>[\d.:a-fA-F]+))?\) ?"),
+        _ray_source,
+    ),
+    (":", MAGIC, None),
     # Ray C++ (spdlog) and glog-style headers: [2024-08-26 21:30:10,113 I 393 393] (raylet) file.cc:287:
     (
+        "[",
         re.compile(
             r"^\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d{3}) ([A-Z]) (\d+) \d+\] (?:\((\w+)\) )?(?:[\w.]+:\d+: )?"
         ),
         _spdlog,
     ),
     # DeepSpeed: [2024-08-02 01:24:59,694] [INFO] [launch.py:319:sigkill_handler]
-    (re.compile(r"^\[" + _DATE + r"(?:,(?P<ms>\d{3}))?\] \[" + _LEVEL + r"\] (?:\[[^\]]*\] )?"), _pylog),
+    ("[", re.compile(r"^\[" + _DATE + r"(?:,(?P<ms>\d{3}))?\] \[" + _LEVEL + r"\] (?:\[[^\]]*\] )?"), _pylog),
     # veRL: DEBUG:2025-05-01 10:12:33,123:
-    (re.compile(r"^" + _LEVEL + ":" + _DATE + r",(?P<ms>\d{3}):"), _pylog),
+    ("DIWECF", re.compile(r"^" + _LEVEL + ":" + _DATE + r",(?P<ms>\d{3}):"), _pylog),
     # Ray's Python logger: 2023-12-17 06:59:10,172\tINFO worker.py:1673 --
-    (re.compile(r"^" + _DATE + r",(?P<ms>\d{3})\s+" + _LEVEL + r" [\w.]+:\d+ -- "), _pylog),
+    ("0123456789", re.compile(r"^" + _DATE + r",(?P<ms>\d{3})\s+" + _LEVEL + r" [\w.]+:\d+ -- "), _pylog),
     # other Python logging: "2025-12-23 07:57:12,658 - ERROR - name - " / "2024-04-27 10:13:05 | ERROR | stderr | "
     (
+        "0123456789",
         re.compile(r"^" + _DATE + r"(?:,(?P<ms>\d{3}))? ?[-|] ?" + _LEVEL + r" ?[-|] ?(?:[\w.]+ ?[-|] )?"),
         _pylog,
     ),
     # vLLM: "INFO 06-09 17:08:25 [utils.py:266] " (>=0.8) and "INFO 10-23 19:55:16 model_runner.py:1067] " (older)
     (
+        "DIWEC",
         re.compile(
             r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)? "
             r"(?:\[[^\]\s]+:\d+\]|[\w.]+:\d+\]) ?"
@@ -207,19 +215,27 @@ LAYERS: list[tuple[re.Pattern[str], Callable[[Line, re.Match], None] | None]] = 
         _vllm,
     ),
     # external launchers put "[<n>] " before the c10 rank prefix
-    (re.compile(r"^\[\d+\] (?=\[rank)"), None),
+    ("[", re.compile(r"^\[\d+\] (?=\[rank)"), None),
     # c10: "[rank1]:[E810 03:04:11.061727749 ProcessGroupNCCL.cpp:683] ", "[rank7]:[E file:line] ", "[rank7]: "
     (
+        "[",
         re.compile(r"^\[rank-?(\d+)\]:(?:\[([A-Z])(?:(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+))? ?[\w.]+:\d+\] ?| ?)"),
         _c10,
     ),
-    (re.compile(r"^\[\s*(\d+\.\d+)\] "), _dmesg_uptime),
-    (re.compile(r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d+) (\d\d):(\d\d):(\d\d) (\d{4})\] "), _dmesg_wall),
+    ("[", re.compile(r"^\[\s*(\d+\.\d+)\] "), _dmesg_uptime),
+    ("[", re.compile(r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d+) (\d\d):(\d\d):(\d\d) (\d{4})\] "), _dmesg_wall),
     (
+        "JFMASOND",
         re.compile(r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d+) (\d\d):(\d\d):(\d\d) \S+ kernel: (?:\[\s*(\d+\.\d+)\] )?"),
         _syslog,
     ),
 ]
+# the layers worth trying on a line, by its first character
+_ANY_FIRST = [(pattern, handler) for starts, pattern, handler in LAYERS if not starts]
+_BY_FIRST = {
+    char: [(pattern, handler) for starts, pattern, handler in LAYERS if not starts or char in starts]
+    for char in "".join(starts for starts, _, _ in LAYERS)
+}
 
 
 def _json_record(text: str) -> Line | None:
@@ -257,12 +273,12 @@ def peel(raw: str) -> Line:
         if record is not None:
             return record
     line = Line(text)
-    m = REPEATED.search(text)
+    m = REPEATED.search(text) if "[repeated " in text else None
     if m:
         line.repeated = int(m.group(1))
         text = text[: m.start()]
     for _ in range(12):  # each pass peels one layer; a line has a handful at most
-        for pattern, handler in LAYERS:
+        for pattern, handler in _BY_FIRST.get(text[:1], _ANY_FIRST):
             m = pattern.match(text)
             if m and m.end() > 0:
                 if handler is not None:

@@ -10,6 +10,7 @@ from .correlate import Incident
 from .data import load
 from .events import Clue, Event
 
+DIGITS = re.compile(r"\d")
 SLEEP_MODE = re.compile(r"Sleep mode freed|CuMemAllocator|wake_up|enable_sleep|free_cache_engine")
 
 
@@ -37,9 +38,9 @@ def evidence_text(events: list[Event], clues: list[Clue]) -> str:
         parts.append(clue.source.path)
     for event in events:
         parts.append(event.actor or "")
-        parts.append(event.text[:300])
+        parts.append(DIGITS.sub("0", event.text[:300]))  # one copy per line shape: samples repeat
         parts.append(event.source.path)
-    return "\n".join(p for p in parts if p)
+    return "\n".join(dict.fromkeys(p for p in parts if p))
 
 
 def detect_framework(text: str) -> str | None:
