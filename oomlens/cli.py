@@ -9,6 +9,7 @@ import click
 
 from . import pipeline
 from .diagnosis import Diagnosis
+from .progress import Progress
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,7 +25,8 @@ def main() -> None:
     help="table for people; json is the version-1 contract; jsonl is one event per line; "
     "markdown is a summary to paste into a GitHub issue.",
 )
-def parse(paths: tuple[str, ...], fmt: str) -> None:
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="processes reading files [default: one per core]")
+def parse(paths: tuple[str, ...], fmt: str, jobs: int | None) -> None:
     """Parse Ray session folders, log files, archives or stdin (-) into events.
 
     Example: oomlens parse /tmp/ray/session_latest/logs driver.log --format json
@@ -33,7 +35,9 @@ def parse(paths: tuple[str, ...], fmt: str) -> None:
     told on stderr as `oomlens: <path>: <problem>`), 2 for a usage error.
     """
     try:
-        diagnosis = pipeline.analyze(*paths)
+        progress = Progress()
+        diagnosis = pipeline.analyze(*paths, jobs=jobs, progress=progress)
+        progress.done()
     except KeyboardInterrupt:
         click.echo("oomlens: interrupted", err=True)
         raise SystemExit(130) from None

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 
 from .diagnosis import Diagnosis, diagnose
 from .events import Clue, Event, fold
 from .scan import FileContext, Scanner
-from .sources import Input, discover
+from .sources import Input, discover, reopen
 
 
 def read_input(item: Input) -> list[Event | Clue]:
@@ -50,19 +53,57 @@ def number(events: list[Event]) -> list[Event]:
     return events
 
 
-def analyze(*paths: str) -> Diagnosis:
-    """Read every input under `paths` and diagnose what they show."""
-    read: list[tuple[Input, list[Event | Clue]]] = []
-    for item in discover(list(paths)):
-        read.append((item, read_input(item)))
+def analyze(*paths: str, jobs: int | None = None, progress: Callable[[Input], None] | None = None) -> Diagnosis:
+    """Read every input under `paths` and diagnose what they show.
+
+    Files on disk are scanned by `jobs` processes (default: one per core); archive members
+    and pipes stream through this process. Results are merged in input order, so the
+    diagnosis is the same whatever `jobs` is."""
+    jobs = jobs or os.cpu_count() or 1
+    read: list[tuple[Input, list[Event | Clue] | Future]] = []
+    pool = ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else None
+    try:
+        for item in discover(list(paths)):
+            if pool is not None and item.file is not None:
+                future = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node)
+                if progress:
+                    future.add_done_callback(lambda _f, it=item: progress(it))
+                read.append((item, future))
+            else:
+                read.append((item, read_input(item)))
+                if progress:
+                    progress(item)
+        results = [(item, _collect(item, found)) for item, found in read]
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     events: list[Event] = []
     clues: list[Clue] = []
-    for item, found in read:
+    for item, found in results:
         for event in found:
             if event.node is None:  # an archive member may learn its node after it was read
                 event.node = item.node
             (clues if isinstance(event, Clue) else events).append(event)
-    return diagnose([item for item, _ in read], fold(events), clues)
+    return diagnose([item for item, _ in results], fold(events), clues)
+
+
+def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None) -> tuple[list[Event | Clue], int, int, list[str]]:
+    """In a worker process: scan one file, return what the parent needs of its Input."""
+    item = reopen(Input(file, role, pid, node, file=file))
+    found = read_input(item)
+    return found, item.bytes, item.lines, item.problems
+
+
+def _collect(item: Input, found: list[Event | Clue] | Future) -> list[Event | Clue]:
+    if not isinstance(found, Future):
+        return found
+    try:
+        events, item.bytes, item.lines, problems = found.result()
+    except Exception as err:  # noqa: BLE001 - a worker that died costs only its input
+        item.problems.append(f"oomlens failed on this input (please report): {type(err).__name__}: {err}")
+        return []
+    item.problems.extend(problems)
+    return events
 
 
 def parse_text(text: str, name: str = "<text>") -> list[Event]:

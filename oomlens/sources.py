@@ -73,6 +73,7 @@ class Input:
     pid: int | None = None
     node: str | None = None
     opener: Callable[[], BinaryIO] | None = None
+    file: str | None = None  # a file on disk another process may open again (not a member, not a pipe)
     bytes: int = 0
     lines: int = 0
     problems: list[str] = field(default_factory=list)
@@ -201,7 +202,16 @@ def _file(path: str) -> Iterator[Input]:
         item.problems.append("binary file (not text): not read")
     else:
         item.opener = lambda: text_stream(open(path, "rb"), item)
+        item.file = path
     yield item
+
+
+def reopen(item: Input) -> Input:
+    """The same file input, readable in this process (a worker's: openers don't travel)."""
+    path = item.file or item.path
+    again = Input(path, item.role, item.pid, item.node, file=path)
+    again.opener = lambda: text_stream(open(path, "rb"), again)
+    return again
 
 
 def _stream(name: str, opener: Callable[[], BinaryIO]) -> Iterator[Input]:
