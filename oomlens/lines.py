@@ -296,3 +296,49 @@ STAMP_BYTES = re.compile(
     rb"|\[[A-Z]\d{4} \d\d:\d\d:\d\d\.|\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} "
 )
 """Where a wall-clock time may stand in raw bytes; peel() decides whether it is a header."""
+
+
+def fast_regex(pattern: bytes):  # -> re.Pattern[bytes] or re2._Regexp
+    """A bytes regex compiled by RE2 when it is installed: a DFA, no backtracking over
+    alternatives at every byte. Python's `re` is the fallback."""
+    try:
+        import re2
+    except ImportError:
+        return re.compile(pattern)
+    return re2.compile(pattern)
+
+
+_STAMP_IN = fast_regex(
+    rb"(?P<full>(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{3}))?)"
+    rb"|(?P<vllm>(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d))"
+    rb"|(?P<c10>\[[A-Z](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+))"
+    rb"|(?P<wall>\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d+) (\d\d):(\d\d):(\d\d) (\d{4})\])"
+    rb"|(?P<syslog>^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d+) (\d\d):(\d\d):(\d\d) \S+ kernel:)"
+)
+
+
+def stamp_in(raw: bytes) -> Stamp | None:
+    """The wall-clock time a raw line carries, found without peeling it: only the time of a
+    neighbour is wanted here, for a line that printed none (Ray's JSON records excepted)."""
+    if raw.startswith(b'{"'):
+        return peel(raw.decode("utf-8", "replace")).stamp
+    m = _STAMP_IN.search(raw[:400])
+    if m is None:
+        return None
+    g = [x.decode() if x else None for x in m.groups()]
+    kind = m.lastgroup.decode() if isinstance(m.lastgroup, bytes) else m.lastgroup
+    if kind == "full":
+        y, mo, d, h, mi, s = (int(x) for x in g[1:7])
+        return Stamp(y, mo, d, h, mi, s, _ms(g[7]))
+    if kind == "vllm":
+        mo, d, h, mi, s = (int(x) for x in g[9:14])
+        return Stamp(None, mo, d, h, mi, s)
+    if kind == "c10":
+        mo, d, h, mi, s = (int(x) for x in g[15:20])
+        return Stamp(None, mo, d, h, mi, s, _ms(g[20]))
+    if kind == "wall":
+        mo, (d, h, mi, s, y) = MONTHS[g[22]], (int(x) for x in g[23:28])
+        return Stamp(y, mo, d, h, mi, s)
+    mo, (d, h, mi, s) = MONTHS[g[29]], (int(x) for x in g[30:34])
+    return Stamp(None, mo, d, h, mi, s)
+

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from .events import CLUE_KINDS, Clue, Event, Source
 from .grammars import Family, families
-from .lines import STAMP_BYTES, Line, Stamp, peel
+from .lines import STAMP_BYTES, Line, Stamp, fast_regex, peel, stamp_in
 
 CHUNK = 4 << 20  # bytes read at a time
 MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most this much of a line
@@ -28,7 +28,8 @@ BACK_LINES = 40  # lines walked back from a hit to find its time
 MAX_SKIPPED = 60  # other workers' lines skipped inside a block
 WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
 
-ACTOR_TOKEN = re.compile(rb"^:(actor_name|task_name):(.*)$", re.M)
+ACTOR_TOKENS = (b"\n:actor_name:", b"\n:task_name:")  # Ray's magic tokens in worker-*.out
+ACTOR_TOKENS_AT_START = (b":actor_name:", b":task_name:")
 YEAR = re.compile(rb"(?<!\d)(20\d\d)-\d\d-\d\d[ T_]\d\d[:-]\d\d")
 RECORD_START = re.compile(r"^\s*(?:\x1b\[[0-9;]*m)?(?:\(|\[\d|\d{4}-|(?:DEBUG|INFO|WARNING|ERROR)[ :])")
 
@@ -67,14 +68,14 @@ class Trigger:
     """All families' triggers as one bytes regex with a named group per family.
 
     RE2 runs the alternation as a DFA, about 150 times faster than `re`, which tries every
-    alternative at every byte; `re` remains the fallback where RE2 has no wheel."""
+    alternative at every byte (lines.fast_regex)."""
 
     def __init__(self, fams: tuple[Family, ...]) -> None:
         self.families = {f"f{i}": fam for i, fam in enumerate(fams)}
         alternation = "|".join(
             f"(?P<f{i}>{'|'.join(f'(?:{t})' for t in fam.triggers)})" for i, fam in enumerate(fams)
         )
-        self.regex = compile_trigger(alternation.encode())
+        self.regex = fast_regex(alternation.encode())
 
     def finditer(self, data: bytes, pos: int, end: int) -> Iterator[tuple[int, Family]]:
         for m in self.regex.finditer(data, pos, end):
@@ -82,13 +83,7 @@ class Trigger:
             yield m.start(), self.families[group.decode() if isinstance(group, bytes) else group]
 
 
-def compile_trigger(pattern: bytes):  # -> re.Pattern[bytes] or re2._Regexp
-    """The trigger alternation, compiled by RE2 when it is installed."""
-    try:
-        import re2
-    except ImportError:
-        return re.compile(pattern)
-    return re2.compile(pattern)
+_STAMPS = fast_regex(STAMP_BYTES.pattern)  # where stamps may stand, for sparse-stamp files
 
 
 class Scanner:
@@ -359,7 +354,7 @@ class Scanner:
             pos = prev
         # sparse stamps: look at the few candidates between the last lookup and here
         lo = self._stamp_pos
-        hits = [m.start() for m in STAMP_BYTES.finditer(data, lo, pos)]
+        hits = [m.start() for m in _STAMPS.finditer(data, lo, pos)]
         for hit in reversed(hits):
             ls = data.rfind(b"\n", 0, hit) + 1
             stamp = _stamp_of(data[ls : data.find(b"\n", hit) + 1 or len(data)])
@@ -370,9 +365,17 @@ class Scanner:
         return self._stamp
 
     def _actor_before(self, data: bytes, start: int) -> str | None:
-        """The actor or task a Ray worker file announced last before `start`."""
-        for m in ACTOR_TOKEN.finditer(data, self._actor_pos, start):
-            self._actor = m.group(2).decode("utf-8", "replace").strip() or None
+        """The actor or task a Ray worker file announced last before `start`.
+
+        Searched backwards with bytes.rfind (C speed): the tokens are rare, the text between
+        them long."""
+        lo = self._actor_pos
+        found = max(data.rfind(token, lo, start) for token in ACTOR_TOKENS)
+        if found < 0 and lo == 0 and data.startswith(ACTOR_TOKENS_AT_START):
+            found = 0
+        if found >= 0:
+            line = data[found : data.find(b"\n", found + 1) if data.find(b"\n", found + 1) >= 0 else len(data)]
+            self._actor = line.split(b":", 2)[-1].decode("utf-8", "replace").strip() or None
         self._actor_pos = start
         return self._actor
 
@@ -396,9 +399,7 @@ def _char_index(data: bytes, start: int, pos: int, text: str) -> int:
 
 
 def _stamp_of(raw: bytes) -> Stamp | None:
-    if not STAMP_BYTES.search(raw):
-        return None
-    return peel(raw.decode("utf-8", "replace")).stamp
+    return stamp_in(raw)
 
 
 def _logical_line(data: bytes, pos: int, unwrap: bool) -> tuple[str, int, int]:
