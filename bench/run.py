@@ -1,0 +1,185 @@
+"""`make bench`: oomlens against ripgrep and lnav on the same generated session tree.
+
+Generates the tree once (bench/cache/, by seed and size), installs ripgrep and lnav through
+the system package manager when they are missing, then times, each best of a few runs:
+  - ripgrep counting the trigger words in every file (`rg -c -z`, the floor of a keyword scan),
+  - lnav loading every file (`lnav -n -c ';SELECT count(*) FROM all_logs'`),
+  - oomlens parse --format json with --jobs 2, and with --jobs 1 (outputs must be identical).
+Prints throughput (MB/s of uncompressed log), the ratios, oomlens' peak memory (summed over
+its processes) and recall (every planted incident found).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CACHE = HERE / "cache"
+OOMLENS = [sys.executable, "-m", "oomlens"]
+KEYWORDS = [
+    "killed due to",
+    "out of memory",
+    "Watchdog caught",
+    "memory allocated",
+    "oom-kill",
+    "A worker died",
+    "No available memory",
+    "Killed process",
+]
+TARGETS = {"vs_lnav": 2.0, "vs_rg": 8.0, "peak_mb": 300}
+
+
+def ensure_tools() -> None:
+    missing = [name for name, pkg in (("rg", "ripgrep"), ("lnav", "lnav")) if shutil.which(name) is None]
+    if missing:
+        packages = {"rg": "ripgrep", "lnav": "lnav"}
+        print(f"installing {', '.join(packages[m] for m in missing)} with apt-get", flush=True)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, stdout=subprocess.DEVNULL)
+        subprocess.run(["apt-get", "install", "-y", "-qq", *(packages[m] for m in missing)], check=True, env=env, stdout=subprocess.DEVNULL)
+
+
+def ensure_tree(size_mb: int, seed: int) -> tuple[Path, dict]:
+    tree = CACHE / f"tree-{seed}-{size_mb}"
+    manifest = CACHE / f"tree-{seed}-{size_mb}.planted.json"
+    if not manifest.exists():
+        shutil.rmtree(tree, ignore_errors=True)
+        print(f"generating a {size_mb} MB session tree (seed {seed}) in {tree.relative_to(ROOT)}", flush=True)
+        subprocess.run([sys.executable, str(HERE / "generate.py"), str(tree), "--size-mb", str(size_mb), "--seed", str(seed)], check=True)
+    return tree, json.loads(manifest.read_text())
+
+
+def log_bytes(tree: Path) -> int:
+    """Uncompressed bytes of every log in the tree (what every tool reads)."""
+    import gzip
+
+    total = 0
+    for path in tree.rglob("*"):
+        if path.is_file():
+            if path.suffix == ".gz":
+                with gzip.open(path, "rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        total += len(chunk)
+            else:
+                total += path.stat().st_size
+    return total
+
+
+class PeakRSS(threading.Thread):
+    """Samples the resident memory of a process and all its children every 20 ms."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.running = pid, 0, True
+
+    def run(self) -> None:
+        while self.running:
+            self.peak = max(self.peak, _tree_rss(self.pid))
+            time.sleep(0.02)
+
+
+def _tree_rss(pid: int) -> int:
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            with open(f"/proc/{current}/status") as fh:
+                total += next((int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:")), 0)
+            with open(f"/proc/{current}/task/{current}/children") as fh:
+                todo.extend(int(child) for child in fh.read().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+def timed(cmd: list[str], stdout=subprocess.DEVNULL, runs: int = 3) -> tuple[float, int]:
+    """Best wall time of `runs` runs, and the peak memory of the best-timed one."""
+    best, peak = float("inf"), 0
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL, cwd=ROOT)
+        sampler = PeakRSS(proc.pid)
+        sampler.start()
+        proc.wait()
+        sampler.running = False
+        elapsed = time.perf_counter() - start
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"{cmd[0]} failed with exit code {proc.returncode}")
+        if elapsed < best:
+            best, peak = elapsed, sampler.peak
+        if hasattr(stdout, "seek"):
+            stdout.seek(0)
+            stdout.truncate()
+    return best, peak
+
+
+def recall(result: dict, planted: list[dict]) -> list[str]:
+    """The planted incidents the output misses."""
+    missing = []
+    for plant in planted:
+        wanted = {k: v for k, v in plant.items() if k != "kind"}
+        if not any(e["kind"] == plant["kind"] and all(_value(e, k) == v for k, v in wanted.items()) for e in result["events"]):
+            missing.append(json.dumps(plant))
+    return missing
+
+
+def _value(event: dict, key: str):
+    return event.get(key) if event.get(key) is not None else event["fields"].get(key)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    ensure_tools()
+    tree, manifest = ensure_tree(args.size_mb, args.seed)
+    files = sorted(str(p) for p in tree.rglob("*") if p.is_file())
+    size = log_bytes(tree)
+    rg_cmd = ["rg", "-c", "-z", "-j", "2", *sum((["-e", k] for k in KEYWORDS), []), str(tree)]
+    lnav_cmd = ["lnav", "-n", "-c", ";SELECT count(*) FROM all_logs", *files]
+    out2, out1 = CACHE / "oomlens-jobs2.json", CACHE / "oomlens-jobs1.json"
+    timings = {}
+    timings["ripgrep"] = timed(rg_cmd, runs=args.runs)
+    timings["lnav"] = timed(lnav_cmd, runs=1)
+    with open(out2, "wb") as fh:
+        timings["oomlens -j 2"] = timed([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "2"], stdout=fh, runs=args.runs)
+    subprocess.run([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "2"], stdout=open(out2, "wb"), cwd=ROOT, check=True)
+    with open(out1, "wb") as fh:
+        timings["oomlens -j 1"] = timed([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "1"], stdout=fh, runs=1)
+    subprocess.run([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "1"], stdout=open(out1, "wb"), cwd=ROOT, check=True)
+    result = json.loads(out2.read_text())
+    identical = out1.read_bytes() == out2.read_bytes()
+    missing = recall(result, manifest["planted"])
+
+    mb = size / 1e6
+    print(f"\ntree: {tree.relative_to(ROOT)}, {len(files)} files, {mb:,.0f} MB of log text (seed {args.seed})")
+    print(f"{'tool':<14}{'seconds':>9}{'MB/s':>9}{'peak MB':>9}")
+    for name, (seconds, peak) in timings.items():
+        print(f"{name:<14}{seconds:>9.2f}{mb / seconds:>9.0f}{peak / 1e6:>9.0f}")
+    ours, peak = timings["oomlens -j 2"]
+    vs_lnav = timings["lnav"][0] / ours
+    vs_rg = ours / timings["ripgrep"][0]
+    print(f"\noomlens is {vs_lnav:.1f}x faster than lnav (target >= {TARGETS['vs_lnav']}x)")
+    print(f"oomlens takes {vs_rg:.1f}x the time of ripgrep (target <= {TARGETS['vs_rg']}x)")
+    print(f"peak memory {peak / 1e6:.0f} MB over all processes (target <= {TARGETS['peak_mb']} MB)")
+    print(f"--jobs 1 and --jobs 2 outputs identical: {identical}")
+    print(f"recall: {len(manifest['planted']) - len(missing)}/{len(manifest['planted'])} planted incidents found")
+    for line in missing:
+        print(f"  missed: {line}")
+    ok = vs_lnav >= TARGETS["vs_lnav"] and vs_rg <= TARGETS["vs_rg"] and peak / 1e6 <= TARGETS["peak_mb"] and identical and not missing
+    print("targets met" if ok else "targets NOT met")
+
+
+if __name__ == "__main__":
+    main()
