@@ -52,6 +52,42 @@ def parse(paths: tuple[str, ...], fmt: str, jobs: int | None) -> None:
         raise SystemExit(1)
 
 
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--output", "-o", default="oom-report.html", show_default=True, type=click.Path(dir_okay=False), help="the HTML file to write")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="processes reading files [default: one per core]")
+def report(paths: tuple[str, ...], output: str, jobs: int | None) -> None:
+    """Write one self-contained HTML report that opens offline: the verdict and its fixes,
+    memory over time with the failures on it, Ray's top memory users at each kill, and
+    every event with its raw log block.
+
+    Example: oomlens report /tmp/ray/session_latest/logs -o oom-report.html
+
+    Exit status as for parse: 0 when any input could be read, 1 when none could or the
+    report could not be written, 2 for a usage error.
+    """
+    try:
+        progress = Progress()
+        diagnosis = pipeline.analyze(*paths, jobs=jobs, progress=progress)
+        progress.done()
+    except KeyboardInterrupt:
+        click.echo("oomlens: interrupted", err=True)
+        raise SystemExit(130) from None
+    for problem in diagnosis.problems:
+        click.echo(f"oomlens: {problem}", err=True)
+    from .outputs.html import write
+
+    try:
+        write(diagnosis, output)
+    except OSError as err:
+        click.echo(f"oomlens: cannot write {output}: {err.strerror or err}", err=True)
+        raise SystemExit(1) from None
+    click.echo(f"wrote {output}")
+    if not diagnosis.readable:
+        click.echo("oomlens: nothing could be read from " + ", ".join(paths), err=True)
+        raise SystemExit(1)
+
+
 def _write(diagnosis: Diagnosis, fmt: str) -> None:
     if fmt == "json":
         import orjson

@@ -291,11 +291,6 @@ def peel(raw: str) -> Line:
     return line
 
 
-STAMP_BYTES = re.compile(
-    rb"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"
-    rb"|\[[A-Z]\d{4} \d\d:\d\d:\d\d\.|\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} "
-)
-"""Where a wall-clock time may stand in raw bytes; peel() decides whether it is a header."""
 
 
 def fast_regex(pattern: bytes):  # -> re.Pattern[bytes] or re2._Regexp
@@ -308,37 +303,43 @@ def fast_regex(pattern: bytes):  # -> re.Pattern[bytes] or re2._Regexp
     return re2.compile(pattern)
 
 
+# A wall-clock time wherever it stands in a raw line, by kind; the alternation finds one
+# (RE2, no captures inside: they cost more than the search), the kind's own regex reads it.
+_STAMP_KINDS = {
+    b"full": rb"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{3}))?",
+    b"vllm": rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)",
+    b"c10": rb"\[[A-Z](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)",
+    b"wall": rb"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d+) (\d\d):(\d\d):(\d\d) (\d{4})\]",
+    b"syslog": rb"(?m:^)(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d+) (\d\d):(\d\d):(\d\d) \S+ kernel:",
+}
 _STAMP_IN = fast_regex(
-    rb"(?P<full>(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{3}))?)"
-    rb"|(?P<vllm>(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d))"
-    rb"|(?P<c10>\[[A-Z](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+))"
-    rb"|(?P<wall>\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d+) (\d\d):(\d\d):(\d\d) (\d{4})\])"
-    rb"|(?P<syslog>^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d+) (\d\d):(\d\d):(\d\d) \S+ kernel:)"
+    b"|".join(b"(?P<%s>%s)" % (kind, re.sub(rb"\((?!\?)", b"(?:", pattern)) for kind, pattern in _STAMP_KINDS.items())
 )
+_STAMP_READ = {kind.decode(): re.compile(pattern) for kind, pattern in _STAMP_KINDS.items()}
 
 
-def stamp_in(raw: bytes) -> Stamp | None:
-    """The wall-clock time a raw line carries, found without peeling it: only the time of a
-    neighbour is wanted here, for a line that printed none (Ray's JSON records excepted)."""
-    if raw.startswith(b'{"'):
-        return peel(raw.decode("utf-8", "replace")).stamp
-    m = _STAMP_IN.search(raw[:400])
-    if m is None:
-        return None
-    g = [x.decode() if x else None for x in m.groups()]
+def last_stamp(data: bytes, lo: int, hi: int) -> Stamp | None:
+    """The last wall-clock time standing in data[lo:hi], if any (one RE2 pass)."""
+    last = None
+    for last in _STAMP_IN.finditer(data, lo, hi):  # noqa: B007 - only the last is wanted
+        pass
+    return None if last is None else stamp_of_match(last)
+
+
+def stamp_of_match(m) -> Stamp:  # noqa: ANN001 - a match of _STAMP_IN, from re or re2
     kind = m.lastgroup.decode() if isinstance(m.lastgroup, bytes) else m.lastgroup
+    g = [x.decode() if x else None for x in _STAMP_READ[kind].match(m.group(0)).groups()]
     if kind == "full":
-        y, mo, d, h, mi, s = (int(x) for x in g[1:7])
-        return Stamp(y, mo, d, h, mi, s, _ms(g[7]))
+        y, mo, d, h, mi, s = (int(x) for x in g[0:6])
+        return Stamp(y, mo, d, h, mi, s, _ms(g[6]))
     if kind == "vllm":
-        mo, d, h, mi, s = (int(x) for x in g[9:14])
+        mo, d, h, mi, s = (int(x) for x in g)
         return Stamp(None, mo, d, h, mi, s)
     if kind == "c10":
-        mo, d, h, mi, s = (int(x) for x in g[15:20])
-        return Stamp(None, mo, d, h, mi, s, _ms(g[20]))
+        mo, d, h, mi, s = (int(x) for x in g[0:5])
+        return Stamp(None, mo, d, h, mi, s, _ms(g[5]))
     if kind == "wall":
-        mo, (d, h, mi, s, y) = MONTHS[g[22]], (int(x) for x in g[23:28])
+        mo, (d, h, mi, s, y) = MONTHS[g[0]], (int(x) for x in g[1:6])
         return Stamp(y, mo, d, h, mi, s)
-    mo, (d, h, mi, s) = MONTHS[g[29]], (int(x) for x in g[30:34])
+    mo, (d, h, mi, s) = MONTHS[g[0]], (int(x) for x in g[1:5])
     return Stamp(None, mo, d, h, mi, s)
-

@@ -18,13 +18,14 @@ from typing import BinaryIO
 
 from .events import CLUE_KINDS, Clue, Event, Source
 from .grammars import Family, families
-from .lines import STAMP_BYTES, Line, Stamp, fast_regex, peel, stamp_in
+from .lines import Line, Stamp, fast_regex, last_stamp, peel
 
 CHUNK = 4 << 20  # bytes read at a time
 MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most this much of a line
 OVERLAP = 4 << 10  # bytes of a piece of a long line read again with the next piece
 MAX_BLOCK = 256 << 10  # a block never spans more bytes than this
-BACK_LINES = 40  # lines walked back from a hit to find its time
+STAMP_WINDOW = 512  # bytes searched back from a hit for its time, then 8x wider each try
+BACK_LINES = 40  # lines of context before a hit that a block may need (watch re-reads them)
 MAX_SKIPPED = 60  # other workers' lines skipped inside a block
 WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
 
@@ -81,9 +82,6 @@ class Trigger:
         for m in self.regex.finditer(data, pos, end):
             group = m.lastgroup
             yield m.start(), self.families[group.decode() if isinstance(group, bytes) else group]
-
-
-_STAMPS = fast_regex(STAMP_BYTES.pattern)  # where stamps may stand, for sparse-stamp files
 
 
 class Scanner:
@@ -341,26 +339,18 @@ class Scanner:
     # -- context around a hit -------------------------------------------------------------
 
     def _stamp_before(self, data: bytes, start: int) -> Stamp | None:
-        """The time of the nearest stamped line before `start` in this file."""
-        pos = start
-        for _ in range(BACK_LINES):
-            if pos <= self._stamp_pos:
-                break
-            prev = data.rfind(b"\n", 0, pos - 1) + 1
-            stamp = _stamp_of(data[prev:pos])
-            if stamp:
-                self._stamp, self._stamp_pos = stamp, start
-                return stamp
-            pos = prev
-        # sparse stamps: look at the few candidates between the last lookup and here
-        lo = self._stamp_pos
-        hits = [m.start() for m in _STAMPS.finditer(data, lo, pos)]
-        for hit in reversed(hits):
-            ls = data.rfind(b"\n", 0, hit) + 1
-            stamp = _stamp_of(data[ls : data.find(b"\n", hit) + 1 or len(data)])
-            if stamp:
+        """The time of the nearest stamped line before `start` in this file.
+
+        Looked for in a window behind the hit that widens until a time turns up or it reaches
+        the previous lookup, whose answer then stands: each byte is searched about once."""
+        hi, width = start, STAMP_WINDOW
+        while hi > self._stamp_pos:
+            lo = max(self._stamp_pos, hi - width)
+            stamp = last_stamp(data, lo, hi)
+            if stamp is not None:
                 self._stamp = stamp
                 break
+            hi, width = lo, width * 8
         self._stamp_pos = start
         return self._stamp
 
@@ -396,10 +386,6 @@ def _char_start(data: bytes, pos: int) -> int:
 def _char_index(data: bytes, start: int, pos: int, text: str) -> int:
     """Index in the decoded line `text` of the byte offset `pos` (line starts at `start`)."""
     return len(data[start:pos].decode("utf-8", "replace"))
-
-
-def _stamp_of(raw: bytes) -> Stamp | None:
-    return stamp_in(raw)
 
 
 def _logical_line(data: bytes, pos: int, unwrap: bool) -> tuple[str, int, int]:

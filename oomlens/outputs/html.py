@@ -1,0 +1,649 @@
+"""The HTML report: one self-contained page that shows an incident instead of telling it.
+
+The verdict and its fixes on top, memory per node, process and GPU on one axis with the
+failures marked on it, Ray's top memory users at each kill, then every failure with its
+raw log block. plotly.js is inlined once, so the page opens offline (an e-mail
+attachment, a CI artifact) and asks the network for nothing.
+
+Log text is untrusted. It reaches the page only through `html.escape`, or as JSON inside
+`<script type="application/json">` with `<`, `>`, `&`, U+2028 and U+2029 written as
+`\\u003c`-style escapes; the page's own script reads that JSON and sets `textContent`.
+
+Long series are cut to at most MAX_POINTS points by keeping the lowest and highest reading
+of each bucket (deterministic, and the peak before an OOM survives), and drawn as SVG: a
+report must also open on a machine without WebGL.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..correlate import Incident
+from ..events import Event
+from ..timeline import Sample, samples
+from .table import summary as event_summary
+from .verdict import NAMES
+
+if TYPE_CHECKING:
+    from ..diagnosis import Diagnosis
+
+GIB = 1024**3
+MAX_POINTS = 2000  # per series: ~ one point per pixel column of a wide screen, min and max
+MARKERS_UP_TO = 200  # a series with more points is drawn as a line only (SVG markers cost)
+HOVER_LINES = 30  # lines of a raw block shown on hover; the table shows all of it
+HOVER_WIDTH = 160
+MAX_KILL_CHARTS = 12
+MAX_CASCADE_LINES = 20
+KIND_STYLE = {  # marker symbol and colour of each failure kind on the timeline
+    "ray_oom_kill": ("x", "#d62728"),
+    "ray_oom_summary": ("x-open", "#ff7f0e"),
+    "kernel_oom": ("star", "#8c1c13"),
+    "cuda_oom": ("diamond", "#9467bd"),
+    "vllm_memory_error": ("diamond-open", "#9467bd"),
+    "ray_worker_died": ("circle", "#333333"),
+    "ray_actor_unavailable": ("circle-open", "#7f7f7f"),
+    "watchdog_timeout": ("hourglass", "#1f77b4"),
+}
+FAILURE_ORDER = ("ray_oom_kill", "ray_oom_summary", "kernel_oom", "cuda_oom", "vllm_memory_error", "ray_worker_died", "ray_actor_unavailable", "watchdog_timeout")
+
+T = TypeVar("T")
+
+
+# -- small helpers ---------------------------------------------------------------------------
+
+
+def esc(value: object) -> str:
+    """Text for HTML: never markup."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def plain(value: object) -> str:
+    """Text for a plotly label or tooltip. plotly reads a few tags and the entities &lt;
+    &gt; &amp; in them (into SVG text, never as HTML), and shows &quot; as it is."""
+    return html.escape("" if value is None else str(value), quote=False)
+
+
+def script_json(data: Any) -> str:
+    """JSON that is safe inside <script type="application/json">: no `</script>`, no `<!--`,
+    no line separators that old parsers end a line on."""
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    for char, escape in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(char, escape)
+    return text
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / GIB:.2f}"
+
+
+def _clock(time: str | None, inferred: bool = False) -> str:
+    if not time:
+        return "no time"
+    return time.replace("T", " ") + ("~" if inferred else "")
+
+
+def _short(text: str | None, width: int = 48) -> str:
+    text = text or ""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _hover_block(text: str) -> str:
+    """A raw log block as plotly hover text: escaped, cut to what a tooltip can hold."""
+    lines = text.splitlines() or [""]
+    shown = [_short(line, HOVER_WIDTH) for line in lines[:HOVER_LINES]]
+    if len(lines) > HOVER_LINES:
+        shown.append(f"… {len(lines) - HOVER_LINES} more lines in the event table")
+    return "<br>".join(plain(line) for line in shown)
+
+
+def _source(event: Event) -> str:
+    return f"{event.source.path}:{event.source.line}"
+
+
+def _who(event: Event) -> str:
+    parts = []
+    if event.pid is not None:
+        parts.append(f"pid {event.pid}")
+    name = ".".join(p for p in (event.actor, event.method) if p)
+    if name:
+        parts.append(name)
+    if event.rank is not None:
+        parts.append(f"rank {event.rank}")
+    if event.gpu is not None:
+        parts.append(f"GPU {event.gpu}")
+    return " ".join(parts)
+
+
+def downsample(points: Sequence[T], value: Callable[[T], float], limit: int = MAX_POINTS) -> list[T]:
+    """At most `limit` points: the lowest and the highest of each of limit/2 runs of
+    consecutive points, in their order. The envelope a person sees, and the peak before an
+    OOM, survive; the same input always gives the same points."""
+    if len(points) <= limit:
+        return list(points)
+    buckets = limit // 2
+    kept: list[T] = []
+    for b in range(buckets):
+        chunk = points[b * len(points) // buckets : (b + 1) * len(points) // buckets]
+        low = min(range(len(chunk)), key=lambda i: value(chunk[i]))
+        high = max(range(len(chunk)), key=lambda i: value(chunk[i]))
+        kept.extend(chunk[i] for i in sorted({low, high}))
+    return kept
+
+
+# -- the memory timeline ---------------------------------------------------------------------
+
+
+@dataclass
+class Series:
+    """One line of the timeline: a node's, a process's or a device's memory of one metric."""
+
+    name: str
+    memory: str  # host | gpu
+    readings: list[Sample] = field(default_factory=list)
+
+
+def series_of(readings: list[Sample]) -> list[Series]:
+    """Host memory per node and per process, GPU memory per node/rank/device/process, one
+    series per metric; a sample's label (the phase it was logged in) shows on hover."""
+    found: dict[tuple, Series] = {}
+    for s in readings:
+        if s.memory == "host" and s.label == "node":
+            key: tuple = ("host", s.node, "node")
+            name = f"host used · node {s.node or '?'}"
+        elif s.memory == "host":
+            key = ("host", s.node, s.pid, s.metric)
+            name = " · ".join(p for p in (f"host {s.metric}", f"pid {s.pid}" if s.pid is not None else "", _short(s.process, 40), s.node or "") if p)
+        else:
+            key = ("gpu", s.node, s.rank, s.gpu, s.pid, s.metric)
+            where = [f"rank {s.rank}" if s.rank is not None else "", f"GPU {s.gpu}" if s.gpu is not None else "", f"pid {s.pid}" if s.pid is not None else ""]
+            name = " · ".join(p for p in (f"GPU {s.metric}", *where, _short(s.process, 40), s.node or "") if p)
+        found.setdefault(key, Series(name, s.memory)).readings.append(s)
+    return list(found.values())
+
+
+class Axis:
+    """Where things go along x: their time when every memory reading carries its own, else
+    their place in the event list (log order). A reading with no time, or only the time of
+    a line near it (a lower bound), cannot be put on a clock without drawing a false story."""
+
+    def __init__(self, diagnosis: Diagnosis, readings: list[Sample]) -> None:
+        by_id = {e.id: e for e in diagnosis.events}
+        self.by_time = all(s.time and not by_id[s.event].time_inferred for s in readings)
+        self.order = {e.id: n for n, e in enumerate(diagnosis.events, 1)}
+
+    @property
+    def title(self) -> str:
+        return "time" if self.by_time else "event number (log order: not every memory reading has a timestamp of its own)"
+
+    def of_sample(self, s: Sample) -> Any:
+        return s.time.replace("T", " ") if self.by_time and s.time else self.order.get(s.event)
+
+    def of_event(self, e: Event) -> Any:
+        if self.by_time:
+            return e.time.replace("T", " ") if e.time else None
+        return self.order.get(e.id)
+
+
+def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
+    """The plotly figure (as JSON-ready dict) and a sentence about what it leaves out."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    readings = samples(diagnosis.events)
+    axis = Axis(diagnosis, readings)
+    all_series = series_of(readings)
+    by_id = {e.id: e for e in diagnosis.events}
+    failures = [e for e in diagnosis.events if e.kind != "gpu_memory"]
+    placed = [e for e in failures if axis.of_event(e) is not None]
+    rows = [m for m in ("host", "gpu") if any(s.memory == m for s in all_series)] + (["events"] if placed else [])
+    if not rows:
+        return None, ""
+    titles = {"host": "host memory (GiB)", "gpu": "GPU memory (GiB)", "events": "failures"}
+    heights = {"host": 1.0, "gpu": 1.0, "events": 0.25 + 0.08 * len({e.kind for e in placed})}
+    fig = make_subplots(
+        rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.06,
+        row_heights=[heights[r] for r in rows], subplot_titles=[titles[r] for r in rows],
+    )
+    xs = [axis.of_sample(s) for s in readings] + [axis.of_event(e) for e in placed]
+    xs = [x for x in xs if x is not None]
+    span = _span(xs, axis.by_time)
+    for one in sorted(all_series, key=lambda one: one.memory != "host"):  # host first, as the rows
+        row = rows.index(one.memory) + 1
+        points = downsample(one.readings, lambda s: s.bytes)  # in event order: by time, or log order
+        fig.add_trace(
+            go.Scatter(
+                x=[axis.of_sample(s) for s in points], y=[round(s.bytes / GIB, 4) for s in points],
+                name=plain(one.name), legendgroup=one.memory, mode="lines+markers" if len(points) <= MARKERS_UP_TO else "lines",
+                hovertext=[_sample_hover(s, by_id.get(s.event)) for s in points], hoverinfo="text", customdata=[s.event for s in points],
+            ),
+            row=row, col=1,
+        )
+    for name, memory, gib, dash in _limits(diagnosis, readings):
+        fig.add_trace(
+            go.Scatter(
+                x=span, y=[gib, gib], name=plain(name), legendgroup="limits", mode="lines",
+                line={"dash": dash, "color": "#d62728" if dash == "dash" else "#7f7f7f", "width": 1},
+                hovertext=[plain(f"{name}: {gib:.2f} GiB")] * 2, hoverinfo="text",
+            ),
+            row=rows.index(memory) + 1, col=1,
+        )
+    if placed:
+        row = rows.index("events") + 1
+        for kind in sorted({e.kind for e in placed}, key=FAILURE_ORDER.index):
+            of_kind = [e for e in placed if e.kind == kind]
+            symbol, colour = KIND_STYLE[kind]
+            fig.add_trace(
+                go.Scatter(
+                    x=[axis.of_event(e) for e in of_kind], y=[NAMES[kind]] * len(of_kind), name=NAMES[kind],
+                    legendgroup="events", mode="markers", marker={"symbol": symbol, "color": colour, "size": 12, "line": {"width": 1}},
+                    hovertext=[_event_hover(e) for e in of_kind], hoverinfo="text", customdata=[e.id for e in of_kind],
+                ),
+                row=row, col=1,
+            )
+        fig.update_yaxes(type="category", row=row, col=1)
+    for incident in diagnosis.incidents:
+        x = axis.of_event(incident.root)
+        if x is not None:
+            fig.add_shape(type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="paper", line={"color": "#d62728", "width": 1, "dash": "dot"})
+            fig.add_annotation(x=x, y=1.0, yref="paper", xref="x", text=plain(f"{incident.id}: {NAMES[incident.root.kind]}"), showarrow=False, yanchor="bottom", font={"color": "#d62728", "size": 11})
+    fig.update_xaxes(title_text=axis.title, row=len(rows), col=1)
+    if axis.by_time:
+        fig.update_xaxes(type="date")
+    elif span and span[1] - span[0] <= 10:
+        fig.update_xaxes(dtick=1)  # event numbers are whole
+    fig.update_layout(
+        height=int(260 * sum(heights[r] for r in rows) + 160), margin={"l": 60, "r": 20, "t": 50, "b": 50},
+        hovermode="closest", template="plotly_white", legend={"font": {"size": 11}},
+        hoverlabel={"align": "left", "font": {"family": "monospace", "size": 11}},
+    )
+    left_out = len(failures) - len(placed)
+    note = f"{left_out} failure event(s) have no time and are only in the table below." if left_out else ""
+    return fig.to_plotly_json(), note
+
+
+def _span(xs: list[Any], by_time: bool) -> list[Any]:
+    """Both ends of the x axis, so limits draw as lines even when everything is one instant."""
+    if not xs:
+        return []
+    if by_time:
+        from datetime import datetime, timedelta
+
+        low, high = min(xs), max(xs)
+        if low == high:
+            moment = datetime.fromisoformat(low)
+            return [str(moment - timedelta(seconds=30)), str(moment + timedelta(seconds=30))]
+        return [low, high]
+    low, high = min(xs), max(xs)
+    return [low - 1, high + 1] if low == high else [low, high]
+
+
+def _limits(diagnosis: Diagnosis, readings: list[Sample]) -> list[tuple[str, str, float, str]]:
+    """(name, memory, GiB, dash) of Ray's kill threshold and each node's and device's total."""
+    limits: dict[str, tuple[str, str, float, str]] = {}
+    for event in diagnosis.events:
+        f = event.fields
+        if event.kind == "ray_oom_kill" and f.get("node_total_bytes"):
+            node = event.node or "?"
+            total = f["node_total_bytes"] / GIB
+            limits[f"host total · node {node}"] = (f"host total · node {node}", "host", total, "dot")
+            if f.get("threshold") is not None:
+                name = f"Ray threshold {f['threshold']} · node {node}"
+                limits[name] = (name, "host", total * float(f["threshold"]), "dash")
+    for s in readings:
+        if s.memory == "gpu" and s.total_bytes:
+            name = f"GPU total {s.total_bytes / GIB:.2f} GiB" + (f" · node {s.node}" if s.node else "")
+            limits[name] = (name, "gpu", s.total_bytes / GIB, "dot")
+    return list(limits.values())
+
+
+def _sample_hover(s: Sample, event: Event | None) -> str:
+    lines = [
+        f"{_gib(s.bytes)} GiB {s.memory} {s.metric}" + (f" of {_gib(s.total_bytes)} GiB" if s.total_bytes else ""),
+        s.label or "",
+        " ".join(p for p in (f"pid {s.pid}" if s.pid is not None else "", s.process or "", f"node {s.node}" if s.node else "") if p),
+        _clock(s.time),
+        f"{event.id} · {_source(event)}" if event else "",
+    ]
+    return "<br>".join(plain(_short(line, HOVER_WIDTH)) for line in lines if line)
+
+
+def _event_hover(event: Event) -> str:
+    head = f"{event.id} {NAMES[event.kind]} · {_clock(event.time, event.time_inferred)} · {_source(event)}"
+    return f"<b>{plain(head)}</b><br>{plain(_short(event_summary(event), HOVER_WIDTH))}<br><br>{_hover_block(event.text)}"
+
+
+# -- Ray's top memory users at each kill -----------------------------------------------------
+
+
+def kill_figures(diagnosis: Diagnosis) -> list[tuple[Event, dict[str, Any]]]:
+    """A bar chart of the Top-10 table of each Ray OOM kill, the blamed process in red."""
+    import plotly.graph_objects as go
+
+    figures = []
+    kills = [e for e in diagnosis.events if e.kind == "ray_oom_kill" and e.fields.get("top")]
+    for event in kills[:MAX_KILL_CHARTS]:
+        top = event.fields["top"]
+        incident = _incident_of(diagnosis, event)
+        culprit = incident.culprit.get("pid") if incident and incident.culprit else None
+        killed = {k.get("pid") for k in event.fields.get("killed") or []}
+        colours = ["#d62728" if r["pid"] == culprit else "#ff7f0e" if r["pid"] in killed else "#4c78a8" for r in top]
+        labels = [plain(f"pid {r['pid']} {_short(r.get('command'), 44)}") for r in top]
+        hover = [
+            plain(f"pid {r['pid']}: {r.get('command') or '?'}") + f"<br>{_gib(r['bytes'])} GiB"
+            + ("<br><b>blamed: the top memory user</b>" if r["pid"] == culprit else "") + ("<br>killed by Ray" if r["pid"] in killed else "")
+            for r in top
+        ]
+        fig = go.Figure(
+            go.Bar(
+                x=[round(r["bytes"] / GIB, 4) for r in top], y=labels, orientation="h", name=plain(f"top memory users · {event.id}"),
+                marker={"color": colours}, hovertext=hover, hoverinfo="text", customdata=[r["pid"] for r in top],
+            )
+        )
+        fig.update_layout(
+            title={"text": plain(f"{event.id} · {_clock(event.time)} · node {event.node or '?'}"), "font": {"size": 13}},
+            xaxis_title="GiB", yaxis={"autorange": "reversed", "automargin": True}, height=70 + 26 * len(top),
+            margin={"l": 10, "r": 20, "t": 40, "b": 40}, template="plotly_white", showlegend=False,
+        )
+        figures.append((event, fig.to_plotly_json()))
+    return figures
+
+
+def _incident_of(diagnosis: Diagnosis, event: Event) -> Incident | None:
+    return next((i for i in diagnosis.incidents if i.root is event or event in i.cascade), None)
+
+
+# -- the page --------------------------------------------------------------------------------
+
+
+def _verdict_html(diagnosis: Diagnosis) -> str:
+    v = diagnosis.verdict
+    if v is None:
+        return (
+            '<section id="verdict" class="verdict ok"><h2>No OOM or crash found in these logs</h2>'
+            "<p>oomlens found no out-of-memory kill, CUDA OOM, worker death or watchdog timeout. "
+            "The memory timeline below shows what the run logged.</p></section>"
+        )
+    incident = next((i for i in diagnosis.incidents if i.id == v.get("incident")), None)
+    memory = f"{v['memory']} memory" if v["memory"] else "host or GPU: not shown in the logs"
+    rows = [
+        ("Root cause", esc(v["summary"])),
+        ("Component", f"<b>{esc(v['component'] or 'unknown')}</b> ({esc(memory)}), confidence {v['confidence']:.2f}"),
+    ]
+    if incident is not None:
+        rows += _incident_rows(incident)
+    software = [f"{name} {version}" for name, version in diagnosis.versions.items()]
+    if diagnosis.framework or software:
+        rows.append(("Seen", esc(", ".join(([f"framework {diagnosis.framework}"] if diagnosis.framework else []) + software))))
+    body = "".join(f"<tr><th>{label}</th><td>{value}</td></tr>" for label, value in rows)
+    parts = [f'<section id="verdict" class="verdict"><h2>{esc(_headline(v))}</h2><table class="facts">{body}</table>']
+    if incident is not None:
+        parts.append(_cascade_html(incident))
+        parts.append(_remedies_html(diagnosis.remedies.get(incident.id or "", [])))
+    parts.append("</section>")
+    others = [i for i in diagnosis.incidents if i is not incident]
+    if others:
+        parts.append(f'<section id="incidents"><h2>{len(others)} more incident(s)</h2>')
+        for other in others:
+            title = f"{other.id}: {NAMES[other.root.kind]} at {_clock(other.root.time)} — {other.component or 'unknown'} ({other.memory or 'memory not shown'}), confidence {other.confidence:.2f}"
+            parts.append(
+                f"<details><summary>{esc(title)}</summary><ul>{''.join(f'<li>{esc(line)}</li>' for line in other.evidence)}</ul>"
+                + _remedies_html(diagnosis.remedies.get(other.id or "", [])) + "</details>"
+            )
+        parts.append("</section>")
+    return "".join(parts)
+
+
+def _headline(v: dict[str, Any]) -> str:
+    memory = {"host": "Host memory ran out", "gpu": "GPU memory ran out"}.get(v.get("memory") or "", "The run failed")
+    return f"{memory}: {v['component'] or 'unknown component'}"
+
+
+def _incident_rows(incident: Incident) -> list[tuple[str, str]]:
+    root = incident.root
+    where = [f"node {root.node}" if root.node else "", f"GPU {root.fields.get('gpu', root.gpu)}" if root.fields.get("gpu", root.gpu) is not None else "", _who(root)]
+    rows = [("Where", esc(", ".join(p for p in where if p) or "not shown") + f' — <a href="#event-{esc(root.id)}" class="src">{esc(_source(root))}</a>')]
+    if incident.culprit:
+        c = incident.culprit
+        rows.append(("Top memory user", esc(f"pid {c['pid']} {c['command']} {_gib(c['bytes'])} GiB")))
+    killed = root.fields.get("killed") or []
+    if killed:
+        k = killed[0]
+        rows.append(("Killed", esc(f"pid {k.get('pid')} {k.get('name') or ''}" + (f" ({_gib(k['bytes'])} GiB)" if k.get("bytes") else ""))))
+    if incident.phase:
+        rows.append(("Surfaced during", esc(incident.phase)))
+    if incident.trend:
+        rows.append(("Trend", esc(next((e for e in incident.evidence if e.startswith("memory trend")), incident.trend))))
+    return rows
+
+
+def _cascade_html(incident: Incident) -> str:
+    if not incident.cascade:
+        return "<p>No other failure followed it in these logs.</p>"
+    items = []
+    for event in incident.cascade[:MAX_CASCADE_LINES]:
+        who = _who(event)
+        text = f"{_clock(event.time, event.time_inferred)} — {NAMES[event.kind]}" + (f" of {who}" if who else "") + (f" on node {event.node}" if event.node else "")
+        items.append(f'<li>{esc(text)} <a href="#event-{esc(event.id)}" class="src">{esc(_source(event))}</a></li>')
+    more = len(incident.cascade) - MAX_CASCADE_LINES
+    if more > 0:
+        items.append(f"<li>and {more} more (all in the event table)</li>")
+    return f"<h3>The cascade: {len(incident.cascade)} failure(s) this root caused</h3><ol class=\"cascade\">{''.join(items)}</ol>"
+
+
+def _remedies_html(remedies: list[dict[str, Any]]) -> str:
+    if not remedies:
+        return ""
+    rows = "".join(
+        f"<tr><td><code>{esc(r['setting'])}</code></td><td>{esc(r['value'])}</td><td>{esc(r.get('current', ''))}</td>"
+        f"<td>{esc(r['framework'])}</td><td>{esc(r['why'])}</td></tr>"
+        for r in remedies
+    )
+    return f'<h3>What to change</h3><table class="remedies"><tr><th>setting</th><th>value</th><th>now</th><th>framework</th><th>why</th></tr>{rows}</table>'
+
+
+def _events_html(diagnosis: Diagnosis) -> str:
+    failures = [e for e in diagnosis.events if e.kind != "gpu_memory"]
+    lines = len(diagnosis.events) - len(failures)
+    note = f"<p class=\"note\">{lines} memory sample line(s) are not listed here: the timeline draws their readings (hover a point for its file:line).</p>" if lines else ""
+    if not failures:
+        return f'<section id="events"><h2>Events</h2><p>No failure events.</p>{note}</section>'
+    kinds = sorted({e.kind for e in failures}, key=FAILURE_ORDER.index)
+    options = "".join(f'<option value="{k}">{esc(NAMES[k])}</option>' for k in kinds)
+    bodies = []
+    for n, e in enumerate(failures):
+        sources = "".join(f"<li><code>{esc(s.path)}:{s.line}</code>" + (f"–{s.end_line}" if s.end_line != s.line else "") + "</li>" for s in e.sources)
+        more = f" (+{len(e.sources) - 1})" if len(e.sources) > 1 else ""
+        bodies.append(
+            f'<tbody id="event-{esc(e.id)}" data-order="{n}" data-time="{esc(e.time or "")}" data-kind="{e.kind}" data-node="{esc(e.node or "")}">'
+            f'<tr class="row" tabindex="0" aria-expanded="false"><td>{esc(e.id)}</td><td>{esc(_clock(e.time, e.time_inferred))}</td>'
+            f"<td>{esc(NAMES[e.kind])}</td><td>{esc(e.node or '')}</td><td>{esc(_who(e))}</td><td>{esc(event_summary(e))}</td>"
+            f'<td><code class="src">{esc(_source(e))}</code>{more}</td></tr>'
+            f'<tr class="raw" hidden><td colspan="7"><div>Read from:</div><ul class="sources">{sources}</ul><pre>{esc(e.text)}</pre></td></tr></tbody>'
+        )
+    return (
+        f'<section id="events"><h2>Events</h2>{note}<div class="controls"><input id="filter" type="search" placeholder="filter: any text, e.g. a pid, node or file">'
+        f'<select id="kind"><option value="">every kind</option>{options}</select> <span id="count"></span></div>'
+        '<table id="event-table"><thead><tr><th data-sort="order">#</th><th data-sort="time">time</th><th data-sort="kind">kind</th>'
+        '<th data-sort="node">node</th><th>process</th><th>what</th><th>source (file:line)</th></tr></thead>'
+        f"{''.join(bodies)}</table><p class=\"note\">Click a row for its raw log block. Times ending in ~ are inferred (a lower bound).</p></section>"
+    )
+
+
+def _inputs_html(diagnosis: Diagnosis) -> str:
+    read = [i for i in diagnosis.inputs if i.opener is not None]
+    problems = "".join(f"<li>{esc(p)}</li>" for p in diagnosis.problems)
+    return (
+        f'<section id="inputs"><h2>Inputs</h2><p>{len(read)} input(s), {sum(i.bytes for i in diagnosis.inputs)} bytes, '
+        f"{len(diagnosis.events)} event(s).</p>"
+        + (f"<p>Could not be read fully:</p><ul>{problems}</ul>" if problems else "")
+        + "</section>"
+    )
+
+
+def render(diagnosis: Diagnosis) -> str:
+    """The whole page as one string: markup, inlined plotly.js, figures as escaped JSON."""
+    from plotly.offline import get_plotlyjs
+
+    timeline, timeline_note = timeline_figure(diagnosis)
+    kills = kill_figures(diagnosis)
+    figures: dict[str, Any] = {}
+    if timeline is not None:
+        figures["timeline"] = timeline
+    timeline_html = '<div id="timeline" class="plot" data-figure="timeline"></div>' if timeline else "<p>No memory reading or failure with a place on the timeline in these logs.</p>"
+    kill_html = []
+    for event, figure in kills:
+        figures[f"kill-{event.id}"] = figure
+        kill_html.append(f'<div id="kill-{esc(event.id)}" class="plot bar" data-figure="kill-{esc(event.id)}"></div>')
+    total_kills = sum(1 for e in diagnosis.events if e.kind == "ray_oom_kill" and e.fields.get("top"))
+    kills_section = ""
+    if kill_html:
+        more = f"<p class=\"note\">{total_kills - len(kills)} more kill(s) in the event table.</p>" if total_kills > len(kills) else ""
+        kills_section = (
+            '<section id="kills"><h2>Top memory users at each Ray OOM kill</h2><p class="note"><span class="swatch red"></span> blamed (the biggest Ray worker)'
+            ' <span class="swatch orange"></span> killed by Ray <span class="swatch blue"></span> other</p>'
+            f'<div class="bars">{"".join(kill_html)}</div>{more}</section>'
+        )
+    title = diagnosis.verdict["summary"] if diagnosis.verdict else "no OOM or crash found"
+    plotly_js = get_plotlyjs()
+    return "".join(
+        [
+            '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{csp(plotly_js, PAGE_JS)}">',
+            f"<title>oomlens: {esc(title)}</title><style>{CSS}</style></head><body>",
+            "<header><h1>oomlens report</h1></header><main>",
+            _verdict_html(diagnosis),
+            f'<section id="memory"><h2>Memory timeline</h2>{timeline_html}',
+            f'<p class="note">{esc(timeline_note)}</p>' if timeline_note else "",
+            "</section>",
+            kills_section,
+            _events_html(diagnosis),
+            _inputs_html(diagnosis),
+            "</main>",
+            f'<script type="application/json" id="oomlens-figures">{script_json(figures)}</script>',
+            f"<script>{plotly_js}</script>",
+            f"<script>{PAGE_JS}</script>",
+            "</body></html>",
+        ]
+    )
+
+
+def csp(*scripts: str) -> str:
+    """A second wall behind the escaping: only these exact scripts run (by their hash), and
+    the page may load nothing from anywhere."""
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in scripts)
+    return f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; img-src data:; font-src data:"
+
+
+def write(diagnosis: Diagnosis, path: str | os.PathLike[str]) -> Path:
+    """Write the report; a half-written file never replaces a good one (a CI artifact)."""
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(render(diagnosis), encoding="utf-8")
+    tmp.replace(target)
+    return target
+
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#222;color:#fff;padding:8px 24px}header h1{font-size:18px;margin:0}
+main{padding:8px 24px;max-width:1400px}
+section{background:#fff;border:1px solid #ddd;border-radius:6px;padding:12px 16px;margin:12px 0}
+.verdict{border-left:6px solid #d62728}.verdict.ok{border-left-color:#2ca02c}
+h2{font-size:17px;margin:4px 0 10px}h3{font-size:15px;margin:14px 0 6px}
+table{border-collapse:collapse}td,th{padding:3px 8px;text-align:left;vertical-align:top}
+.facts th{color:#555;font-weight:600;white-space:nowrap}
+.remedies td,.remedies th,#event-table td,#event-table th{border-bottom:1px solid #eee}
+code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
+.note{color:#666;font-size:12.5px}
+.bars{display:flex;flex-wrap:wrap;gap:8px}.bar{flex:1 1 560px;min-width:420px}
+.swatch{display:inline-block;width:10px;height:10px;margin:0 2px 0 8px}
+.red{background:#d62728}.orange{background:#ff7f0e}.blue{background:#4c78a8}
+#event-table{width:100%;font-size:13px}#event-table thead th{background:#f0f0f0;position:sticky;top:0}
+#event-table th[data-sort]{cursor:pointer;text-decoration:underline dotted}
+#event-table tr.row{cursor:pointer}#event-table tr.row:hover{background:#f5f8ff}
+#event-table tbody.open tr.row{background:#eef3ff}
+pre{white-space:pre-wrap;word-break:break-all;background:#f6f6f6;padding:8px;margin:4px 0;max-height:480px;overflow:auto;font-size:12px}
+.controls{margin:6px 0}.controls input{width:360px;padding:3px}
+.src{color:#444}ul.sources{margin:2px 0 4px;padding-left:20px}
+"""
+
+# The page's only script besides plotly.js: draw the figures, sort/filter the event table,
+# open a row's raw block. No network, no innerHTML with data.
+PAGE_JS = """
+(function () {
+  "use strict";
+  var figures = JSON.parse(document.getElementById("oomlens-figures").textContent), drawn = [];
+  document.querySelectorAll("[data-figure]").forEach(function (div) {
+    var fig = figures[div.getAttribute("data-figure")];
+    drawn.push(Plotly.newPlot(div, fig.data, fig.layout, {displaylogo: false, responsive: true}));
+    div.on("plotly_click", function (ev) {
+      var id = ev.points && ev.points[0] && ev.points[0].customdata;
+      if (typeof id === "string") { openEvent(id, true); }
+    });
+  });
+  Promise.all(drawn).then(function () { document.body.setAttribute("data-plotted", String(drawn.length)); });
+  var table = document.getElementById("event-table");
+  function toggle(body, open) {
+    var raw = body.querySelector("tr.raw");
+    open = open === undefined ? raw.hidden : open;
+    raw.hidden = !open;
+    body.classList.toggle("open", open);
+    body.querySelector("tr.row").setAttribute("aria-expanded", String(open));
+  }
+  function openEvent(id, scroll) {
+    var body = document.getElementById("event-" + id);
+    if (!body || !table || !table.contains(body)) { return; }
+    body.hidden = false;
+    toggle(body, true);
+    if (scroll) { body.scrollIntoView({block: "center"}); }
+  }
+  if (!table) { return; }
+  table.querySelectorAll("tr.row").forEach(function (row) {
+    row.addEventListener("click", function () { toggle(row.parentNode); });
+    row.addEventListener("keydown", function (ev) {
+      if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); toggle(row.parentNode); }
+    });
+  });
+  var bodies = Array.prototype.slice.call(table.tBodies);
+  var filter = document.getElementById("filter"), kind = document.getElementById("kind"), count = document.getElementById("count");
+  function applyFilter() {
+    var words = filter.value.toLowerCase(), shown = 0;
+    bodies.forEach(function (body) {
+      var ok = (!kind.value || body.dataset.kind === kind.value) && (!words || body.textContent.toLowerCase().indexOf(words) >= 0);
+      body.hidden = !ok;
+      if (ok) { shown += 1; }
+    });
+    count.textContent = shown + " of " + bodies.length + " events";
+  }
+  filter.addEventListener("input", applyFilter);
+  kind.addEventListener("change", applyFilter);
+  var direction = {};
+  table.querySelectorAll("th[data-sort]").forEach(function (th) {
+    th.addEventListener("click", function () {
+      var key = th.getAttribute("data-sort"), sign = direction[key] = -(direction[key] || -1);
+      bodies.sort(function (a, b) {
+        var x = a.dataset[key], y = b.dataset[key];
+        if (key === "order") { return sign * (Number(x) - Number(y)); }
+        if (x === y) { return Number(a.dataset.order) - Number(b.dataset.order); }
+        if (!x) { return 1; }
+        if (!y) { return -1; }
+        return sign * (x < y ? -1 : 1);
+      });
+      bodies.forEach(function (body) { table.appendChild(body); });
+    });
+  });
+  applyFilter();
+  if (location.hash.indexOf("#event-") === 0) { openEvent(location.hash.slice(7), true); }
+  document.querySelectorAll("a[href^='#event-']").forEach(function (a) {
+    a.addEventListener("click", function () { openEvent(a.getAttribute("href").slice(7), false); });
+  });
+}());
+"""

@@ -1,0 +1,256 @@
+"""`oomlens report`: the HTML page renders what the diagnosis holds, every reading and every
+failure exactly once, and log text never becomes markup. (The page in a real browser:
+test_report_browser.py.)"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES, SESSIONS
+from oomlens import analyze
+from oomlens.cli import main
+from oomlens.outputs import html as report
+from oomlens.outputs.verdict import NAMES
+from oomlens.timeline import samples
+
+INCIDENTS = FIXTURES / "incidents"
+
+
+def fixture_inputs() -> dict[str, Path]:
+    """Every incident and session fixture, by the path a user would give (never expected.json)."""
+    found = {}
+    for folder in sorted(p for p in INCIDENTS.iterdir() if p.is_dir()):
+        found[folder.name] = folder / "session" if (folder / "session").exists() else folder / "driver-console.log"
+    for folder in sorted(p for p in SESSIONS.iterdir() if p.is_dir()):
+        found[folder.name] = folder
+    return found
+
+
+FIXTURE_INPUTS = fixture_inputs()
+
+PAYLOADS = (
+    "<script>window.__pwned=1</script>",
+    '"><img src=x onerror="window.__pwned=2">',
+    "</script><script>window.__pwned=3</script>",
+)
+
+
+def evil_log(path: Path) -> Path:
+    """A Ray kill report and memory lines whose process names and labels carry HTML payloads."""
+    source = (SESSIONS / "ray2.60-b-rl-actor-oom" / "driver-console.log").read_text().splitlines()
+    start = next(i for i, line in enumerate(source) if line.startswith("ray.exceptions.OutOfMemoryError"))
+    end = next(i for i, line in enumerate(source) if line.startswith("Refer to the documentation"))
+    block = source[start : end + 1]
+    for command, payload in zip(("ray::RewardModelRayActor.compute_reward", "ray::DashboardAgent", "ray::RuntimeEnvAgent"), PAYLOADS):
+        block = [line.replace(command, command + payload) for line in block]  # Top-10 commands
+    memory = [f"(WorkerDict pid=14523) Before {p} in sharding manager memory, memory allocated (GB): 12.81, memory reserved (GB): 45.77" for p in PAYLOADS]
+    path.write_text("\n".join(memory + block) + "\n")
+    return path
+
+
+def big_log(path: Path, lines: int) -> Path:
+    """One GPU's veRL memory line, timestamped once a second: `lines` readings per metric."""
+    with path.open("w") as out:
+        for i in range(lines):
+            allocated = 1 + (i % 100) / 10 + (5.0 if i == lines // 3 else 0)  # one spike downsampling must keep
+            out.write(
+                f"(WorkerDict pid=169054) DEBUG:2025-06-28 {10 + i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d},828:Before building vllm rollout, "
+                f"memory allocated (GB): {allocated:.2f}, memory reserved (GB): 12.00, device memory used/total (GB): 14.11/23.59\n"
+            )
+    return path
+
+
+def figures_of(page: str) -> dict:
+    """The figures JSON embedded in a report."""
+    blob = re.search(r'<script type="application/json" id="oomlens-figures">(.*?)</script>', page, re.S)
+    assert blob is not None
+    return json.loads(blob.group(1))
+
+
+def memory_traces(figure: dict) -> list[dict]:
+    return [t for t in figure["data"] if t.get("legendgroup") in ("host", "gpu")]
+
+
+def event_traces(figure: dict) -> list[dict]:
+    return [t for t in figure["data"] if t.get("legendgroup") == "events"]
+
+
+def failures(diagnosis) -> list:
+    return [e for e in diagnosis.events if e.kind != "gpu_memory"]
+
+
+@pytest.fixture(scope="module", params=sorted(FIXTURE_INPUTS))
+def rendered(request):
+    diagnosis = analyze(str(FIXTURE_INPUTS[request.param]))
+    return request.param, diagnosis, report.render(diagnosis)
+
+
+def test_every_reading_is_plotted_once(rendered):
+    name, diagnosis, page = rendered
+    readings = samples(diagnosis.events)
+    figures = figures_of(page)
+    if not readings and not failures(diagnosis):
+        assert "timeline" not in figures
+        return
+    traces = memory_traces(figures["timeline"])
+    plotted = Counter(i for t in traces for i in t["customdata"])
+    assert plotted == Counter(s.event for s in readings), name
+    assert all(len(t["x"]) == len(t["y"]) == len(t["customdata"]) for t in traces)
+    names = [t["name"] for t in traces]
+    assert len(names) == len(set(names)), f"{name}: two series share a legend name"
+
+
+def test_failures_are_marked_on_the_timeline(rendered):
+    name, diagnosis, page = rendered
+    if not failures(diagnosis):
+        return
+    timeline = figures_of(page)["timeline"]
+    by_time = timeline["layout"]["xaxis"].get("type") == "date"
+    placed = [e for e in failures(diagnosis) if e.time or not by_time]
+    expected = {NAMES[kind]: sorted(e.id for e in placed if e.kind == kind) for kind in {e.kind for e in placed}}
+    assert {t["name"]: sorted(t["customdata"]) for t in event_traces(timeline)} == expected, name
+    roots = [i.root for i in diagnosis.incidents if i.root.time or not by_time]
+    assert len(timeline["layout"].get("shapes", [])) == len(roots)
+
+
+def test_header_states_verdict_cascade_and_fixes(rendered):
+    name, diagnosis, page = rendered
+    verdict = page[page.index('id="verdict"') : page.index('id="memory"')]
+    if diagnosis.verdict is None:
+        assert "No OOM or crash found in these logs" in verdict
+        return
+    assert html.escape(diagnosis.verdict["summary"]) in verdict
+    assert f"confidence {diagnosis.verdict['confidence']:.2f}" in verdict
+    incident = next((i for i in diagnosis.incidents if i.id == diagnosis.verdict["incident"]), None)
+    if incident is None:
+        return
+    for event in incident.cascade[: report.MAX_CASCADE_LINES]:
+        assert html.escape(f"{event.source.path}:{event.source.line}") in verdict, name
+    for remedy in diagnosis.remedies.get(incident.id, []):
+        assert f"<code>{html.escape(remedy['setting'])}</code>" in verdict, name
+
+
+def test_event_table_has_every_failure_with_its_source(rendered):
+    name, diagnosis, page = rendered
+    rows = re.findall(r'<tbody id="event-(e\d+)"', page)
+    assert rows == [e.id for e in failures(diagnosis)], name
+    for event in failures(diagnosis):
+        assert f"<pre>{html.escape(event.text)}</pre>" in page
+        assert html.escape(f"{event.source.path}:{event.source.line}") in page
+
+
+def test_top_memory_users_at_each_kill(rendered):
+    name, diagnosis, page = rendered
+    figures = figures_of(page)
+    kills = [e for e in diagnosis.events if e.kind == "ray_oom_kill" and e.fields.get("top")]
+    assert sorted(k for k in figures if k.startswith("kill-")) == sorted(f"kill-{e.id}" for e in kills[: report.MAX_KILL_CHARTS])
+    for kill in kills[: report.MAX_KILL_CHARTS]:
+        bars = figures[f"kill-{kill.id}"]["data"][0]
+        assert bars["customdata"] == [row["pid"] for row in kill.fields["top"]]
+        assert bars["x"] == [round(row["bytes"] / 1024**3, 4) for row in kill.fields["top"]]
+        incident = next(i for i in diagnosis.incidents if i.root is kill or kill in i.cascade)
+        red = [pid for pid, colour in zip(bars["customdata"], bars["marker"]["color"]) if colour == "#d62728"]
+        blamed = incident.culprit["pid"] if incident.culprit else None
+        assert red == ([blamed] if blamed in bars["customdata"] else []), name
+
+
+def test_multi_node_cascade_shows_both_nodes():
+    diagnosis = analyze(str(FIXTURE_INPUTS["cascade-kernel-oom-multinode"]))
+    page = report.render(diagnosis)
+    names = " ".join(t["name"] for t in memory_traces(figures_of(page)["timeline"]))
+    nodes = {s.node for s in samples(diagnosis.events) if s.node}
+    assert len(nodes) >= 2 and all(node in names for node in nodes)
+    incident = diagnosis.incidents[0]
+    cascade_nodes = {e.node for e in incident.cascade if e.node}
+    assert len(cascade_nodes) >= 2
+    header = page[page.index('id="verdict"') : page.index('id="memory"')]
+    assert f"The cascade: {len(incident.cascade)} failure(s)" in header
+    assert all(f"on node {node}" in header for node in cascade_nodes)
+
+
+def test_log_text_never_becomes_markup(tmp_path):
+    diagnosis = analyze(str(evil_log(tmp_path / "evil.log")))
+    page = report.render(diagnosis)
+    from plotly.offline import get_plotlyjs
+
+    ours = page.count("<script") - get_plotlyjs().count("<script")
+    assert ours == 3  # the figures JSON, plotly.js, the page's own script
+    assert "<img" not in page.lower() and "onerror=\"window" not in page
+    figures = page[page.index('id="oomlens-figures">') : page.index("</script>", page.index('id="oomlens-figures">'))]
+    assert not re.search("[<>&\u2028\u2029]", figures.split(">", 1)[1])
+    kill = next(e for e in diagnosis.events if e.kind == "ray_oom_kill")
+    assert all(payload in kill.text for payload in PAYLOADS)
+    assert f"<pre>{html.escape(kill.text)}</pre>" in page  # shown as text in the table's raw block
+    figures = figures_of(page)
+    labels = [t["name"] for t in figures["timeline"]["data"]] + figures[f"kill-{kill.id}"]["data"][0]["y"]
+    hover = [h for t in memory_traces(figures["timeline"]) for h in t["hovertext"]]
+    for payload in PAYLOADS:  # plotly reads a subset of HTML in labels: they get it escaped
+        assert any(html.escape(payload, quote=False) in h for h in hover)
+        assert not any(payload in h for h in hover)
+    assert any("&lt;" in label for label in labels) and not any("<" in label for label in labels)
+
+
+def test_script_json_escapes_what_ends_a_script():
+    text = report.script_json({"a": "</script><!-- & \u2028\u2029"})
+    assert not re.search("[<>&\u2028\u2029]", text)
+    assert json.loads(text) == {"a": "</script><!-- & \u2028\u2029"}
+
+
+def test_downsample_keeps_extremes_in_order_and_is_deterministic():
+    values = [(i * 7919) % 1000 for i in range(50_000)]
+    values[31_337] = 5000
+    kept = report.downsample(list(range(len(values))), lambda i: values[i], limit=400)
+    assert len(kept) <= 400 and kept == sorted(kept)
+    assert 31_337 in kept and values.index(min(values)) in kept
+    assert kept == report.downsample(list(range(len(values))), lambda i: values[i], limit=400)
+    assert report.downsample([3, 1, 2], lambda v: v, limit=400) == [3, 1, 2]
+
+
+def test_long_series_are_cut_to_max_points(tmp_path):
+    lines = 3 * report.MAX_POINTS
+    diagnosis = analyze(str(big_log(tmp_path / "big.log", lines)))
+    traces = memory_traces(figures_of(report.render(diagnosis))["timeline"])
+    readings = samples(diagnosis.events)
+    assert len(traces) == len({s.metric for s in readings})
+    for trace in traces:
+        metric = trace["name"].split(" · ")[0].split()[-1]
+        values = [s.bytes / 1024**3 for s in readings if s.metric == metric]
+        assert len(values) == lines and len(trace["y"]) <= report.MAX_POINTS
+        assert max(trace["y"]) == pytest.approx(max(values)) and min(trace["y"]) == pytest.approx(min(values))
+        assert trace["mode"] == "lines"
+
+
+def test_report_command(tmp_path):
+    out = tmp_path / "oom-report.html"
+    result = CliRunner().invoke(main, ["report", str(FIXTURE_INPUTS["openrlhf-reward-model-host-oom"]), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text().startswith("<!DOCTYPE html>") and str(out) in result.output
+    missing = CliRunner().invoke(main, ["report", str(tmp_path / "nothing-here"), "-o", str(tmp_path / "r.html")])
+    assert missing.exit_code == 1 and "nothing could be read" in missing.output
+    unwritable = CliRunner().invoke(main, ["report", str(FIXTURE_INPUTS["healthy-noisy-run"]), "-o", str(tmp_path / "no" / "r.html")])
+    assert unwritable.exit_code == 1 and "cannot write" in unwritable.output
+
+
+def test_default_output_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["report", str(FIXTURE_INPUTS["healthy-noisy-run"])])
+    assert result.exit_code == 0 and (tmp_path / "oom-report.html").exists()
+
+
+def test_help_does_not_load_plotly():
+    code = (
+        "import sys\nfrom oomlens.cli import main\nimport oomlens.outputs.html\n"
+        "try:\n    main(['report', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('plotly', 'pandas') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "[]"
