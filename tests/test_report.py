@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, SESSIONS
+from conftest import FIXTURES, REAL, SESSIONS
 from oomlens import analyze
 from oomlens.cli import main
 from oomlens.outputs import html as report
@@ -26,12 +26,15 @@ INCIDENTS = FIXTURES / "incidents"
 
 
 def fixture_inputs() -> dict[str, Path]:
-    """Every incident and session fixture, by the path a user would give (never expected.json)."""
+    """Every incident, session and real-log fixture, by the path a user would give (never
+    expected.json)."""
     found = {}
     for folder in sorted(p for p in INCIDENTS.iterdir() if p.is_dir()):
         found[folder.name] = folder / "session" if (folder / "session").exists() else folder / "driver-console.log"
     for folder in sorted(p for p in SESSIONS.iterdir() if p.is_dir()):
         found[folder.name] = folder
+    for log in sorted(REAL.glob("*.log")):
+        found[log.name] = log
     return found
 
 

@@ -170,13 +170,15 @@ def series_of(readings: list[Sample]) -> list[Series]:
 
 
 class Axis:
-    """Where things go along x: their time when every memory reading carries its own, else
-    their place in the event list (log order). A reading with no time, or only the time of
-    a line near it (a lower bound), cannot be put on a clock without drawing a false story."""
+    """Where things go along x: their time when every memory reading carries its own (and
+    something has a time at all), else their place in the event list (log order). A reading
+    with no time, or only the time of a line near it (a lower bound), cannot be put on a
+    clock without drawing a false story."""
 
     def __init__(self, diagnosis: Diagnosis, readings: list[Sample]) -> None:
         by_id = {e.id: e for e in diagnosis.events}
-        self.by_time = all(s.time and not by_id[s.event].time_inferred for s in readings)
+        own_times = all(s.time and not by_id[s.event].time_inferred for s in readings)
+        self.by_time = own_times and (bool(readings) or any(e.time for e in diagnosis.events))
         self.order = {e.id: n for n, e in enumerate(diagnosis.events, 1)}
 
     @property
@@ -413,7 +415,7 @@ def _incident_rows(incident: Incident) -> list[tuple[str, str]]:
     if incident.culprit:
         c = incident.culprit
         rows.append(("Top memory user", esc(f"pid {c['pid']} {c['command']} {_gib(c['bytes'])} GiB")))
-    killed = root.fields.get("killed") or []
+    killed = root.fields.get("killed") if root.kind == "ray_oom_kill" else None  # a summary's is a count
     if killed:
         k = killed[0]
         rows.append(("Killed", esc(f"pid {k.get('pid')} {k.get('name') or ''}" + (f" ({_gib(k['bytes'])} GiB)" if k.get("bytes") else ""))))
