@@ -1,25 +1,63 @@
-"""oomlens: log and crash forensics for RL training of LLMs on Ray."""
+"""oomlens: log and crash forensics for RL training of LLMs on Ray.
+
+The library behind the command line, for incident bots and notebooks:
+
+    import oomlens
+    diagnosis = oomlens.analyze("/tmp/ray/session_latest/logs", "driver.log")
+    diagnosis.verdict, diagnosis.to_dict(), diagnosis.to_frame(), diagnosis.to_markdown()
+
+Importing oomlens loads nothing heavy: the parser is loaded by the first analysis,
+pandas by `to_frame()`, plotly by `to_html()`.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .correlate import Incident
     from .diagnosis import Diagnosis
     from .events import Event
 
-__all__ = ["analyze", "parse_text"]
+__all__ = ["CONTRACT_VERSION", "Diagnosis", "Event", "Incident", "analyze", "parse_text", "schema"]
+
+# public names imported on first use, so that `import oomlens` stays light
+_LAZY = {
+    "CONTRACT_VERSION": "diagnosis",  # the "oomlens" key of every JSON object oomlens prints
+    "Diagnosis": "diagnosis",
+    "Event": "events",
+    "Incident": "correlate",
+}
 
 
-def analyze(*paths: str) -> Diagnosis:
-    """Read logs (folders, files, archives, '-' for stdin) and diagnose them."""
+def analyze(*paths: str, jobs: int | None = None) -> Diagnosis:
+    """Read logs (Ray session folders, files, archives, '-' for stdin) and diagnose them.
+
+    `jobs` is the number of processes reading files (default: one per core); the
+    diagnosis is the same whatever it is."""
     from .pipeline import analyze as run
 
-    return run(*paths)
+    return run(*paths, jobs=jobs)
 
 
 def parse_text(text: str) -> list[Event]:
-    """Events found in a snippet of log text."""
+    """Events in a snippet of log text pasted into chat or an issue, numbered e1, e2, ..."""
     from .pipeline import parse_text as run
 
     return run(text)
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of the contract (`Diagnosis.to_dict()`, `parse --format json`, and
+    the `$defs` of one event and one `watch` line), shipped inside the package."""
+    import json
+    from importlib.resources import files
+
+    return json.loads(files(__name__).joinpath("schema", "oomlens-v1.schema.json").read_text(encoding="utf-8"))
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'oomlens' has no attribute {name!r}")

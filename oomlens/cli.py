@@ -26,13 +26,15 @@ def main() -> None:
     "markdown is a summary to paste into a GitHub issue.",
 )
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="processes reading files [default: one per core]")
-def parse(paths: tuple[str, ...], fmt: str, jobs: int | None) -> None:
+@click.option("--fail-on", type=click.Choice(["incident"]), default=None, help="exit 3 when the logs show an incident (for scripts and CI).")
+def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, fail_on: str | None) -> None:
     """Parse Ray session folders, log files, archives or stdin (-) into events.
 
     Example: oomlens parse /tmp/ray/session_latest/logs driver.log --format json
 
     Exit status: 0 when any input could be read, 1 when none could (each problem is
-    told on stderr as `oomlens: <path>: <problem>`), 2 for a usage error.
+    told on stderr as `oomlens: <path>: <problem>`), 2 for a usage error; with
+    `--fail-on incident`, 3 when an incident was found.
     """
     try:
         progress = Progress()
@@ -50,6 +52,8 @@ def parse(paths: tuple[str, ...], fmt: str, jobs: int | None) -> None:
     if not diagnosis.readable:
         click.echo("oomlens: nothing could be read from " + ", ".join(paths), err=True)
         raise SystemExit(1)
+    if fail_on == "incident" and diagnosis.incidents:
+        raise SystemExit(3)
 
 
 @main.command()
@@ -107,3 +111,41 @@ def _write(diagnosis: Diagnosis, fmt: str) -> None:
 
         click.echo(render(diagnosis))
     sys.stdout.flush()
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True))
+@click.option("--interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True, help="seconds between polls")
+@click.option("--once", is_flag=True, help="process what is there now, then exit")
+def watch(path: str, interval: float, once: bool) -> None:
+    """Follow a live Ray session folder (or one log file) and print one JSON line per
+    incident as soon as its root failure is seen, and again (`"update": true`) when its
+    cascade grows. New files, appended lines, rotation and truncation are followed.
+
+    Example: oomlens watch /tmp/ray/session_latest | while read -r line; do ...; done
+
+    Each line: {"oomlens": 1, "update": false, "incident": {...}, "events": [...]}, the
+    incident as in the JSON contract, its root and cascade events with it.
+    """
+    import time
+
+    import orjson
+
+    from .watch import Watcher
+
+    watcher = Watcher(path)
+    try:
+        while True:
+            for line in watcher.poll(final=once):
+                sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
+                sys.stdout.flush()
+            for problem in watcher.problems:
+                click.echo(f"oomlens: {problem}", err=True)
+            watcher.problems.clear()
+            if once:
+                return
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except BrokenPipeError:  # the reader went away: nobody to tell
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -12,6 +12,14 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 REAL = FIXTURES / "real"
 SESSIONS = FIXTURES / "sessions"
+INCIDENTS = FIXTURES / "incidents"
+
+
+def fixture_inputs() -> list[Path]:
+    """What a user would hand oomlens for every fixture: each real log, each session folder,
+    each incident's session folder or driver console."""
+    incidents = [p / "session" if (p / "session").exists() else p / "driver-console.log" for p in sorted(INCIDENTS.iterdir()) if p.is_dir()]
+    return sorted(REAL.glob("*.log")) + sorted(p for p in SESSIONS.iterdir() if p.is_dir()) + incidents
 
 
 def lookup(event: dict[str, Any], path: str) -> Any:

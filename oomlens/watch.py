@@ -1,0 +1,312 @@
+"""Watch: follow a live Ray session folder and tell each incident as soon as its root is seen.
+
+Files are followed by (device, inode) with the offset read so far, polled with os.stat (no
+inotify, so it works on NFS and in containers): a file that shrank was truncated and is
+read again from its start, a path whose inode changed was rotated (the renamed file is
+read to its end under its new name, the new one from its start). Only appended bytes are
+scanned, with the lines just before them as context (the time of a stamped line above a
+hit, an `:actor_name:` a worker file announced at its top). The last lines of a file are
+scanned again with the next poll, since the block they start may not be written whole
+yet; what that rescan finds replaces what the last one found.
+
+Memory stays bounded over hours: the correlator sees a window of at most MAX_EVENTS
+failures, MAX_SAMPLES memory samples and MAX_CLUES clues, the oldest leaving first, and
+every incident is told before the events it stands on leave the window. A file costs a
+few integers, whatever its size.
+
+Each poll that took a failure or a clue runs the correlation again on the window. An
+incident whose root was not told before is printed as one JSON line (`update: false`);
+when its cascade grows or its reading changes (a fuller report of its root, a traceback
+naming its phase), it is printed again with `update: true`. Event ids are local to one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .diagnosis import CONTRACT_VERSION, diagnose
+from .events import Clue, Event, Source, fold
+from .scan import BACK_LINES, FileContext, Scanner
+from .sources import ARCHIVE_NAMES, SESSION_SKIP, SNIFF, is_binary, node_in, role_of
+
+MAX_EVENTS = 500  # failures in the window
+MAX_SAMPLES = 500  # memory samples (gpu_memory) in the window: enough for a trend
+MAX_CLUES = 1000  # tracebacks, task headers, printed settings
+READ = 4 << 20  # bytes taken from one file at a time
+REOPEN_LINES = 3  # a file's last lines are scanned again with the next poll
+MAX_CONTEXT = 1 << 20  # bytes before the new ones scanned again, at most
+COMPRESSED = (".gz", ".zst", ".bz2", ".xz", ".zip", *ARCHIVE_NAMES)  # rotated away, never appended to
+NEWLINE = re.compile(b"\n")
+ANNOUNCED = re.compile(rb"^:(?:actor_name|task_name):(.*)$", re.M)  # what a Ray worker file says it runs
+
+Key = tuple[int, int, str, int]  # (file serial, line, kind, n-th of that kind on that line)
+Uid = tuple[int, int]  # (file serial, line): one report, whatever its path is now
+
+
+@dataclass
+class Followed:
+    """A file being followed: where it is, what its name says, how far it was read."""
+
+    serial: int  # unique per file and generation: a truncated file starts a new one
+    path: str
+    role: str
+    pid: int | None
+    node: str | None
+    year: int | None = None  # learned from the first stamped lines, for headers without one
+    actor: str | None = None  # the last `:actor_name:` announced before `context`
+    offset: int = 0  # bytes taken
+    context: int = 0  # where the next scan begins: a line start at or before `offset`
+    context_line: int = 1  # the number of the line at `context`
+    accept_line: int = 1  # reports starting at or after this line are taken from the next scan
+    open_keys: list[Key] = field(default_factory=list)  # reports the next scan replaces
+    binary: bool = False
+
+
+@dataclass
+class Told:
+    """What was printed about an incident, to tell only what changed."""
+
+    root: frozenset[Uid]
+    cascade: frozenset[Uid]
+    reading: tuple[Any, ...]
+
+
+class Watcher:
+    """Follows the files under `path`; `poll()` returns the JSON lines to print."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.files: dict[tuple[int, int], Followed] = {}
+        self.events: dict[Key, Event] = {}
+        self.samples: dict[Key, Event] = {}
+        self.clues: dict[Key, Clue] = {}
+        self.uids: dict[int, Uid] = {}  # id(Source) of every report in the window -> its uid
+        self.told: list[Told] = []
+        self.problems: list[str] = []  # for stderr; the caller empties it
+        self._serial = 0
+        self._dirty = False  # a failure or clue came in since the last correlation
+
+    # -- following files ---------------------------------------------------------------------
+
+    def poll(self, final: bool = False) -> list[dict[str, Any]]:
+        """Read what was appended since the last poll; the incidents new or changed since.
+
+        `final` reads unfinished last lines too (`--once`: nothing more will come)."""
+        lines: list[dict[str, Any]] = []
+        seen: dict[tuple[int, int], tuple[str, os.stat_result]] = {}
+        for path, st in self._walk():
+            seen.setdefault((st.st_dev, st.st_ino), (path, st))
+        for gone in self.files.keys() - seen.keys():
+            del self.files[gone]
+        for inode, (path, st) in seen.items():
+            followed = self.files.get(inode)
+            if followed is None or st.st_size < followed.offset:  # new, or truncated: from the start
+                followed = self.files[inode] = self._follow(path)
+            followed.path = path  # a rotated file is read to its end under its new name
+            while not followed.binary and st.st_size > followed.offset and self._take(followed, inode, final):
+                if len(self.events) > MAX_EVENTS or len(self.samples) > MAX_SAMPLES or len(self.clues) > MAX_CLUES:
+                    lines += self._tell()  # before the window forgets what an incident stands on
+                    self._trim()
+        return lines + self._tell()
+
+    def _walk(self) -> Iterator[tuple[str, os.stat_result]]:
+        """Regular text files under the path, in a stable order; a Ray session's
+        runtime_resources/ and sockets/ are left out, like `parse` does."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            if stat.S_ISREG(st.st_mode):
+                yield self.path, st
+            return
+        for folder, dirs, names in os.walk(self.path):
+            if "logs" in dirs:
+                dirs[:] = [d for d in dirs if d not in SESSION_SKIP]
+            dirs.sort()
+            for name in sorted(names):
+                if name.lower().endswith(COMPRESSED):
+                    continue
+                path = os.path.join(folder, name)
+                try:
+                    st = os.stat(path)
+                except OSError:  # gone since the listing
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    yield path, st
+
+    def _follow(self, path: str) -> Followed:
+        self._serial += 1
+        role, pid = role_of(path)
+        return Followed(self._serial, path, role, pid, self._node(path))
+
+    def _node(self, path: str) -> str | None:
+        """The node named by the raylet.out of the nearest folder above that has one, up to
+        the watched folder (a file watched alone has the nodes its lines name, as in `parse`)."""
+        if path == self.path:
+            return None
+        folder = os.path.dirname(path)
+        while True:
+            try:
+                with open(os.path.join(folder, "raylet.out"), "rb") as fh:
+                    node = node_in(fh.read(1 << 16))
+                if node:
+                    return node
+            except OSError:
+                pass
+            if os.path.abspath(folder) == os.path.abspath(self.path):
+                return None
+            folder = os.path.dirname(folder)
+
+    def _take(self, f: Followed, inode: tuple[int, int], final: bool) -> bool:
+        """Scan the next appended bytes of `f` with their context; False when nothing was taken."""
+        try:
+            with open(f.path, "rb") as fh:
+                if (os.fstat(fh.fileno()).st_dev, os.fstat(fh.fileno()).st_ino) != inode:
+                    return False  # rotated between the listing and now: the next poll sees it
+                fh.seek(f.context)
+                data = fh.read(f.offset - f.context + READ)
+        except OSError:
+            return False
+        start = f.offset - f.context  # where the new bytes begin in `data`
+        if len(data) <= start:
+            return False
+        if f.offset == 0 and is_binary(data[:SNIFF]):
+            f.binary = True
+            return False
+        cut = data.rfind(b"\n", start) + 1
+        if cut == 0:  # no line finished yet: wait for it, unless it never will or is too long to wait
+            if not final and len(data) - start < READ:
+                return False
+            cut = len(data)
+        try:
+            self._scan(f, data[:cut], final)
+        except Exception as err:  # noqa: BLE001 - an oomlens error costs these bytes, not the watch
+            self.problems.append(f"{f.path}: oomlens failed on bytes {f.context}-{f.context + cut}, skipped (please report): {type(err).__name__}: {err}")
+            f.context_line += data.count(b"\n", 0, cut)
+            f.context = f.offset = f.context + cut
+            f.accept_line, f.open_keys = max(f.accept_line, f.context_line), []
+        return True
+
+    def _scan(self, f: Followed, text: bytes, final: bool) -> None:
+        f.node = f.node or self._node(f.path)  # raylet.out may name the node after the file began
+        prefix = b":actor_name:" + f.actor.encode() + b"\n" if f.actor and f.role == "worker" else b""
+        scanner = Scanner(FileContext(f.path, f.role, f.pid, f.node, f.year))
+        shift = f.context_line - 1 - (1 if prefix else 0)
+        found: list[Event | Clue] = list(scanner.events(io.BytesIO(prefix + text)))
+        f.year = scanner.ctx.year
+        for key in f.open_keys:
+            self._drop(key)
+        taken: list[Event | Clue] = []
+        count: dict[tuple[int, str], int] = {}
+        for report in found:
+            sources = [report.source] if isinstance(report, Clue) else report.sources
+            for source in {id(s): s for s in sources}.values():
+                source.line += shift
+                source.end_line += shift
+            if report.source.line >= f.accept_line:
+                taken.append(report)
+        keys = []
+        for report in taken:
+            n = count[(report.source.line, report.kind)] = count.get((report.source.line, report.kind), 0) + 1
+            key = (f.serial, report.source.line, report.kind, n)
+            self._add(key, report)
+            keys.append(key)
+
+        # where the next scan of this file begins: the last lines, and any report that
+        # reaches the end of what was written, are read again with what follows them
+        tail = 0 if len(text) <= MAX_CONTEXT else text.find(b"\n", len(text) - MAX_CONTEXT) + 1 or len(text)
+        starts = [tail] + [m.end() for m in NEWLINE.finditer(text, tail) if m.end() < len(text)]
+        first = f.context_line + text.count(b"\n", 0, tail)  # the number of the line at `tail`
+        last = first + len(starts) - 1
+        accept = last + 1
+        if not final:
+            accept = min([last - REOPEN_LINES + 1] + [r.source.line for r in taken if r.source.end_line >= last - 2])
+        accept = max(accept, f.accept_line, first)
+        begin = max(first, accept - BACK_LINES)
+        position = starts[begin - first] if begin - first < len(starts) else len(text)
+        for m in ANNOUNCED.finditer(text, 0, position):
+            f.actor = m.group(1).decode("utf-8", "replace").strip() or None
+        f.open_keys = [k for k in keys if k[1] >= accept]
+        f.accept_line = accept
+        f.offset = f.context + len(text)
+        f.context += position
+        f.context_line = begin
+
+    # -- the window ------------------------------------------------------------------------
+
+    def _store(self, report: Event | Clue) -> dict:
+        if isinstance(report, Clue):
+            return self.clues
+        return self.samples if report.kind == "gpu_memory" else self.events
+
+    def _add(self, key: Key, report: Event | Clue) -> None:
+        self._store(report)[key] = report
+        self.uids[id(report.source)] = (key[0], key[1])
+        self._dirty = self._dirty or not (isinstance(report, Event) and report.kind == "gpu_memory")
+
+    def _drop(self, key: Key) -> None:
+        for store in (self.events, self.samples, self.clues):
+            report = store.pop(key, None)
+            if report is not None:
+                del self.uids[id(report.source)]
+                return
+
+    def _trim(self) -> None:
+        for store, limit in ((self.events, MAX_EVENTS), (self.samples, MAX_SAMPLES), (self.clues, MAX_CLUES)):
+            while len(store) > limit:
+                self._drop(next(iter(store)))
+        here = set(self.uids.values())
+        self.told = [t for t in self.told if t.root & here]
+
+    # -- telling ---------------------------------------------------------------------------
+
+    def _tell(self) -> list[dict[str, Any]]:
+        """Correlate the window; a line for each incident not told before or changed since."""
+        if not self._dirty:
+            return []
+        self._dirty = False
+        try:
+            return self._correlate()
+        except Exception as err:  # noqa: BLE001 - told on stderr; the next report tries again
+            self.problems.append(f"oomlens failed to correlate (please report): {type(err).__name__}: {err}")
+            return []
+
+    def _correlate(self) -> list[dict[str, Any]]:
+        ordered = sorted([*self.events.items(), *self.samples.items()], key=lambda item: item[0][:2])
+        # the correlator writes into events (times, components, folded sources): give it copies
+        events = [dataclasses.replace(e, fields=dict(e.fields), sources=list(e.sources)) for _, e in ordered]
+        clues = [c for _, c in sorted(self.clues.items(), key=lambda item: item[0][:2])]
+        diagnosis = diagnose([], fold(events), clues)
+        lines = []
+        for incident in diagnosis.incidents:
+            root = frozenset(self._uid(s) for s in incident.root.sources)
+            cascade = frozenset(self._uid(s) for e in incident.cascade for s in e.sources)
+            shown = diagnosis.incident_dict(incident)
+            reading = tuple(shown[k] for k in ("fingerprint", "component", "memory", "confidence", "phase", "culprit"))
+            told = next((t for t in self.told if t.root & root), None)
+            if told is not None and cascade <= told.cascade and reading == told.reading:
+                continue
+            if told is None:
+                self.told.append(Told(root, cascade, reading))
+            else:
+                told.root, told.cascade, told.reading = told.root | root, told.cascade | cascade, reading
+            lines.append(
+                {
+                    "oomlens": CONTRACT_VERSION,
+                    "update": told is not None,
+                    "incident": shown,
+                    "events": [e.to_dict() for e in (incident.root, *incident.cascade)],
+                }
+            )
+        return lines
+
+    def _uid(self, source: Source) -> Uid:
+        return self.uids[id(source)]
