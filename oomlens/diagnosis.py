@@ -239,7 +239,7 @@ def summary(incident: Incident) -> str:
         return f"host memory OOM{node}{at}: raylet reports {f.get('killed')} worker(s) killed by its memory monitor"
     if root.kind == "cuda_oom":
         return (
-            f"GPU memory OOM on GPU {f.get('gpu', '?')}{node}{at} (CUDA out of memory: tried to allocate "
+            f"GPU memory OOM on GPU {'?' if f.get('gpu') is None else f['gpu']}{node}{at} (CUDA out of memory: tried to allocate "
             f"{_gib(f.get('requested_bytes'))} GiB, {_gib(f.get('free_bytes'))} GiB free of {_gib(f.get('total_bytes'))} GiB)"
         )
     if root.kind == "kernel_oom":

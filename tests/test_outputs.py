@@ -59,3 +59,11 @@ def test_markdown_for_a_github_issue():
 def test_no_incident_says_so():
     out = run("parse", str(REAL / "007_verl_2151.log")).output
     assert "VERDICT     no OOM or crash found in these logs" in out
+
+
+def test_every_real_excerpt_renders_in_every_format():
+    """No input may crash an output: a raylet summary root has a count, not a list, of kills."""
+    for path in sorted(REAL.glob("*.log")):
+        for fmt in ("table", "json", "jsonl", "markdown"):
+            result = run("parse", str(path), "--format", fmt)
+            assert result.exit_code == 0, f"{path.name} --format {fmt}: {result.output[-300:]}"

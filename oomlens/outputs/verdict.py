@@ -38,7 +38,7 @@ def render(diagnosis: Diagnosis, width: int = 100) -> str:
         if incident.culprit:
             c = incident.culprit
             rows.append(("", f"top memory user: pid {c['pid']} {c['command']} {c['bytes'] / 1024**3:.2f} GiB"))
-        killed = incident.root.fields.get("killed") or []
+        killed = incident.root.fields.get("killed") if incident.root.kind == "ray_oom_kill" else None
         if killed:
             k = killed[0]
             size = f" ({k['bytes'] / 1024**3:.2f} GiB)" if k.get("bytes") else ""
