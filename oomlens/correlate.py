@@ -9,6 +9,7 @@ the biggest memory user Ray listed, not the victim it picked; both go into the e
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from dataclasses import dataclass, field
@@ -109,18 +110,36 @@ def one_clock(events: list[Event]) -> list[Event]:
 # -- context: where in the code an event surfaced ----------------------------------------
 
 
-def context_of(event: Event, clues: list[Clue]) -> list[Clue]:
-    """Traceback clues around any of the places the event was reported, nearest first."""
-    near = []
-    for source in event.sources:
+class Context:
+    """Traceback clues by file, in line order, so that the clues around an event are found
+    by bisection: runs have tens of thousands of events and thousands of tracebacks."""
+
+    def __init__(self, clues: list[Clue]) -> None:
+        self.by_path: dict[str, list[Clue]] = {}
         for clue in clues:
-            if clue.kind != "context" or clue.source.path != source.path:
+            if clue.kind == "context":
+                self.by_path.setdefault(clue.source.path, []).append(clue)
+        self.ends: dict[str, list[int]] = {}
+        for path, found in self.by_path.items():
+            found.sort(key=lambda c: c.source.line)
+            self.ends[path] = [c.source.end_line for c in found]
+
+    def around(self, event: Event) -> list[Clue]:
+        """Clues near any of the places the event was reported, nearest first."""
+        near = []
+        for source in event.sources:
+            found = self.by_path.get(source.path)
+            if not found:
                 continue
-            if source.line - CONTEXT_BEFORE <= clue.source.end_line and clue.source.line <= source.end_line + CONTEXT_AFTER:
+            lo, hi = source.line - CONTEXT_BEFORE, source.end_line + CONTEXT_AFTER
+            # blocks of one file never overlap, so their ends rise with their starts
+            for clue in found[bisect.bisect_left(self.ends[source.path], lo) :]:
+                if clue.source.line > hi:
+                    break
                 distance = min(abs(clue.source.end_line - source.line), abs(clue.source.line - source.end_line))
                 near.append((distance, clue))
-    near.sort(key=lambda item: item[0])
-    return [clue for _, clue in near]
+        near.sort(key=lambda item: item[0])
+        return [clue for _, clue in near]
 
 
 def phase_of(clues: list[Clue]) -> tuple[str | None, str | None]:
@@ -150,11 +169,11 @@ def identity_of(event: Event) -> str | None:
     return event.method or event.actor
 
 
-def attribute(events: list[Event], clues: list[Clue]) -> None:
+def attribute(events: list[Event], context: Context) -> None:
     """Fill each event's component and memory from its own process and nearby tracebacks."""
     for event in events:
         event.memory = event.memory or MEMORY_OF.get(event.kind)
-        clues_near = context_of(event, clues)
+        clues_near = context.around(event)
         for clue in clues_near:
             task = clue.fields.get("task")
             if task and event.method is None and (event.pid is None or task.get("pid") in (None, event.pid) or event.kind != "ray_oom_kill"):
@@ -258,13 +277,13 @@ def _home(incidents: list[Incident], event: Event) -> Incident | None:
 # -- what each incident means -----------------------------------------------------------------
 
 
-def explain(incident: Incident, clues: list[Clue]) -> None:
+def explain(incident: Incident, context: Context) -> None:
     """Component, memory kind, confidence and evidence of one incident."""
     root = incident.root
     incident.memory = MEMORY_OF.get(root.kind)
     incident.evidence.append(f"root: {root.kind} at {root.time or '?'} ({_where(root)})")
     explainer = EXPLAIN.get(root.kind, _explain_failure)
-    explainer(incident, clues)
+    explainer(incident, context)
     for event in incident.cascade:
         incident.evidence.append(f"then: {event.kind} at {event.time or '?'} ({_where(event)})")
 
@@ -285,13 +304,13 @@ def _gib(n: int | None) -> str:
     return "?" if n is None else f"{n / 1024**3:.2f} GiB"
 
 
-def _explain_ray_kill(incident: Incident, clues: list[Clue]) -> None:
+def _explain_ray_kill(incident: Incident, context: Context) -> None:
     root = incident.root
     f = root.fields
     top = [row for row in f.get("top", []) if row.get("command", "").startswith("ray::")]
     culprit = max(top, key=lambda row: row["bytes"], default=None)
     victim = (f.get("killed") or [None])[0]
-    phase_component, where = phase_of(context_of(root, clues))
+    phase_component, where = phase_of(context.around(root))
     incident.phase = root.method or where
     if victim:
         incident.evidence.append(
@@ -322,7 +341,7 @@ def _explain_ray_kill(incident: Incident, clues: list[Clue]) -> None:
         )
 
 
-def _explain_summary(incident: Incident, clues: list[Clue]) -> None:
+def _explain_summary(incident: Incident, context: Context) -> None:
     f = incident.root.fields
     incident.evidence.append(
         f"raylet counted {f.get('killed')} worker(s) killed by its memory monitor on node {incident.root.node or f.get('node_id') or '?'}; the kill report itself is not in these logs"
@@ -330,9 +349,9 @@ def _explain_summary(incident: Incident, clues: list[Clue]) -> None:
     incident.confidence = 0.6
 
 
-def _explain_gpu(incident: Incident, clues: list[Clue]) -> None:
+def _explain_gpu(incident: Incident, context: Context) -> None:
     root = incident.root
-    component, where = phase_of(context_of(root, clues))
+    component, where = phase_of(context.around(root))
     incident.component = root.component or component
     incident.phase = root.method or where
     if root.kind == "vllm_memory_error":
@@ -347,7 +366,7 @@ def _explain_gpu(incident: Incident, clues: list[Clue]) -> None:
         incident.evidence.append(f"surfaced in {where}")
 
 
-def _explain_kernel(incident: Incident, clues: list[Clue]) -> None:
+def _explain_kernel(incident: Incident, context: Context) -> None:
     """The kernel names only a 15-character comm; Ray's report of the same pid's death, or
     the caller's traceback, says which actor and method it was."""
     f = incident.root.fields
@@ -364,7 +383,7 @@ def _explain_kernel(incident: Incident, clues: list[Clue]) -> None:
     incident.confidence = 0.85
 
 
-def _explain_failure(incident: Incident, clues: list[Clue]) -> None:
+def _explain_failure(incident: Incident, context: Context) -> None:
     """A death or a timeout with no memory failure before it."""
     root = incident.root
     incident.component = root.component if root.kind != "watchdog_timeout" else None
@@ -395,12 +414,13 @@ EXPLAIN = {
 def correlate(events: list[Event], clues: list[Clue]) -> tuple[list[Event], list[Incident]]:
     """The events on one clock, and the incidents they form in time order, each explained."""
     ordered = one_clock(events)
-    attribute(ordered, clues)
+    context = Context(clues)
+    attribute(ordered, context)
     incidents = group(ordered)
     readings = samples(ordered)
     for number, incident in enumerate(incidents, 1):
         incident.id = f"i{number}"
-        explain(incident, clues)
+        explain(incident, context)
         if incident.memory:
             incident.trend, seen = trend(readings, incident.memory, incident.root.time)
             if seen:
