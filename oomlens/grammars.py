@@ -69,7 +69,7 @@ class Family:
     @functools.cached_property
     def transformer(self) -> Transformer:
         module = importlib.import_module(f"oomlens.families.{self.name}")
-        return module.Transformer()
+        return module.Transformer(visit_tokens=False)  # rules only: no family transforms a token alone
 
     def parse(self, text: str) -> tuple[list[dict[str, Any]], bool]:
         """Parse one block into event drafts; the flag is False when only a prefix parsed."""
