@@ -34,7 +34,7 @@ from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import LarkError, UnexpectedInput
 
 DIRECTIVE = re.compile(r"^//!\s*(\w+):\s?(.*)$")
-DIGIT = re.compile(r"\d")
+TO_ZERO = str.maketrans("123456789", "000000000")  # ASCII digits; others never reach a number token
 MAX_SHAPES = 4096
 
 
@@ -90,7 +90,7 @@ class Family:
         """Parse once per line shape (every digit read as 0) and reuse the tree, its tokens
         refilled from the line: memory lines come by the hundred thousand, in a few shapes.
         Digit-for-digit masking keeps every token's position, so the refill is exact."""
-        shape = DIGIT.sub("0", text)
+        shape = text.translate(TO_ZERO)
         cached = self.shapes.get(shape)
         if cached is None:
             if len(self.shapes) >= MAX_SHAPES:

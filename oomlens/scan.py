@@ -423,4 +423,4 @@ _SPACES = re.compile(r"[ \t]+")
 
 def _normalise(text: str) -> str:
     """One space between words, no trailing blanks: grammars match words, not layout."""
-    return "\n".join(_SPACES.sub(" ", ln).strip() for ln in text.split("\n"))
+    return "\n".join((_SPACES.sub(" ", ln) if "  " in ln or "\t" in ln else ln).strip() for ln in text.split("\n"))
