@@ -18,6 +18,25 @@ def main() -> None:
     """Find out what ran out of memory in an RL training run on Ray, from its logs alone."""
 
 
+jobs_option = click.option(
+    "--jobs", "-j", type=click.IntRange(min=1), default=None, help="processes reading files [default: one per core]"
+)
+
+
+def _diagnose(paths: tuple[str, ...], jobs: int | None) -> Diagnosis:
+    """Analyze with a progress line on a terminal; every input problem is told on stderr."""
+    try:
+        progress = Progress()
+        diagnosis = pipeline.analyze(*paths, jobs=jobs, progress=progress)
+        progress.done()
+    except KeyboardInterrupt:
+        click.echo("oomlens: interrupted", err=True)
+        raise SystemExit(130) from None
+    for problem in diagnosis.problems:
+        click.echo(f"oomlens: {problem}", err=True)
+    return diagnosis
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
@@ -25,7 +44,7 @@ def main() -> None:
     help="table for people; json is the version-1 contract; jsonl is one event per line; "
     "markdown is a summary to paste into a GitHub issue.",
 )
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="processes reading files [default: one per core]")
+@jobs_option
 @click.option("--fail-on", type=click.Choice(["incident"]), default=None, help="exit 3 when the logs show an incident (for scripts and CI).")
 def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, fail_on: str | None) -> None:
     """Parse Ray session folders, log files, archives or stdin (-) into events.
@@ -36,15 +55,7 @@ def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, fail_on: str | Non
     told on stderr as `oomlens: <path>: <problem>`), 2 for a usage error; with
     `--fail-on incident`, 3 when an incident was found.
     """
-    try:
-        progress = Progress()
-        diagnosis = pipeline.analyze(*paths, jobs=jobs, progress=progress)
-        progress.done()
-    except KeyboardInterrupt:
-        click.echo("oomlens: interrupted", err=True)
-        raise SystemExit(130) from None
-    for problem in diagnosis.problems:
-        click.echo(f"oomlens: {problem}", err=True)
+    diagnosis = _diagnose(paths, jobs)
     try:
         _write(diagnosis, fmt)
     except BrokenPipeError:  # `oomlens parse ... | head`: the reader has what it wanted
@@ -59,7 +70,7 @@ def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, fail_on: str | Non
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--output", "-o", default="oom-report.html", show_default=True, type=click.Path(dir_okay=False), help="the HTML file to write")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="processes reading files [default: one per core]")
+@jobs_option
 def report(paths: tuple[str, ...], output: str, jobs: int | None) -> None:
     """Write one self-contained HTML report that opens offline: the verdict and its fixes,
     memory over time with the failures on it, Ray's top memory users at each kill, and
@@ -70,15 +81,7 @@ def report(paths: tuple[str, ...], output: str, jobs: int | None) -> None:
     Exit status as for parse: 0 when any input could be read, 1 when none could or the
     report could not be written, 2 for a usage error.
     """
-    try:
-        progress = Progress()
-        diagnosis = pipeline.analyze(*paths, jobs=jobs, progress=progress)
-        progress.done()
-    except KeyboardInterrupt:
-        click.echo("oomlens: interrupted", err=True)
-        raise SystemExit(130) from None
-    for problem in diagnosis.problems:
-        click.echo(f"oomlens: {problem}", err=True)
+    diagnosis = _diagnose(paths, jobs)
     from .outputs.html import write
 
     try:
