@@ -55,14 +55,12 @@ class Line:
     text: str
     stamp: Stamp | None = None
     uptime: float | None = None  # kernel seconds since boot
-    level: str | None = None
     pid: int | None = None
     ip: str | None = None
     actor: str | None = None  # Ray prefix name: actor class, task name, or raylet
     rank: int | None = None
     repeated: int | None = None
     stream: str = ""  # the Ray prefix as printed: lines of one worker share it
-    enveloped: bool = False  # a prefix or a header was found: the line starts a record
 
 
 def _ms(frac: str | None) -> int | None:
@@ -84,7 +82,6 @@ def _ray_prefix(line: Line, m: re.Match) -> None:
             line.rank = int(m.group("vrank"))
         return
     line.stream = m.group(0).strip()
-    line.enveloped = True
     pid = m.group("pid")
     if pid.isdigit():
         line.pid = int(pid)
@@ -99,14 +96,11 @@ def _ray_source(line: Line, m: re.Match) -> None:
         line.stream = m.group(0).strip()
         line.actor = m.group("src").split()[0]
         line.ip = m.group("ip")
-    line.enveloped = True
 
 
 def _spdlog(line: Line, m: re.Match) -> None:
     y, mo, d, h, mi, s = _ints(*m.group(1, 2, 3, 4, 5, 6))
     line.stamp = line.stamp if line.stamp and line.stamp.year else Stamp(y, mo, d, h, mi, s, _ms(m.group(7)))
-    line.level = m.group(8)
-    line.enveloped = True
     if line.pid is None:
         line.pid = int(m.group(9))
     if line.actor is None and m.group(10):
@@ -117,8 +111,6 @@ def _pylog(line: Line, m: re.Match) -> None:
     y, mo, d, h, mi, s = _ints(*m.group("y", "mo", "d", "h", "mi", "s"))
     if not (line.stamp and line.stamp.year):
         line.stamp = Stamp(y, mo, d, h, mi, s, _ms(m.group("ms")))
-    line.level = m.group("level")
-    line.enveloped = True
 
 
 def _vllm(line: Line, m: re.Match) -> None:
@@ -127,8 +119,6 @@ def _vllm(line: Line, m: re.Match) -> None:
         line.stamp = Stamp(None, mo, d, h, mi, s)
     elif line.stamp.year is None or (line.stamp.month, line.stamp.day) != (mo, d):
         line.stamp = Stamp(line.stamp.year if line.stamp.month == mo else None, mo, d, h, mi, s)
-    line.level = m.group(1)
-    line.enveloped = True
 
 
 def _c10(line: Line, m: re.Match) -> None:
@@ -136,21 +126,16 @@ def _c10(line: Line, m: re.Match) -> None:
     if m.group(3) and line.stamp is None:
         mo, d, h, mi, s = _ints(*m.group(3, 4, 5, 6, 7))
         line.stamp = Stamp(None, mo, d, h, mi, s, _ms(m.group(8)))
-    if m.group(2):
-        line.level = m.group(2)
-    line.enveloped = True
 
 
 def _dmesg_uptime(line: Line, m: re.Match) -> None:
     line.uptime = float(m.group(1))
-    line.enveloped = True
 
 
 def _dmesg_wall(line: Line, m: re.Match) -> None:
     mo = MONTHS[m.group(1)]
     d, h, mi, s, y = _ints(*m.group(2, 3, 4, 5, 6))
     line.stamp = Stamp(y, mo, d, h, mi, s)
-    line.enveloped = True
 
 
 def _syslog(line: Line, m: re.Match) -> None:
@@ -159,7 +144,6 @@ def _syslog(line: Line, m: re.Match) -> None:
     line.stamp = line.stamp or Stamp(None, mo, d, h, mi, s)
     if m.group(6):
         line.uptime = float(m.group(6))
-    line.enveloped = True
 
 
 _DATE = r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[ T](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
@@ -248,7 +232,7 @@ def _json_record(text: str) -> Line | None:
         return None
     if not isinstance(record, dict) or not isinstance(record.get("message"), str):
         return None
-    line = Line(record["message"].replace("\\n", "\n").replace("\\t", "\t"), enveloped=True)
+    line = Line(record["message"].replace("\\n", "\n").replace("\\t", "\t"))
     epoch = record.get("timestamp")
     if isinstance(epoch, (int, float)):
         t = datetime.fromtimestamp(epoch / 1000 if epoch > 1e11 else epoch, tz=timezone.utc)
@@ -258,7 +242,6 @@ def _json_record(text: str) -> Line | None:
         if m:
             y, mo, d, h, mi, s = _ints(*m.group("y", "mo", "d", "h", "mi", "s"))
             line.stamp = Stamp(y, mo, d, h, mi, s, _ms(m.group("ms")))
-    line.level = record.get("severity") or record.get("levelname")
     pid = record.get("pid") or record.get("source_pid")
     if isinstance(pid, (int, str)) and str(pid).isdigit():
         line.pid = int(pid)
