@@ -98,6 +98,7 @@ class Scanner:
         self._actor: str | None = None
         self._actor_pos = 0
         self._long_lines = 0
+        self._counted = (0, 0)  # (offset, line breaks before it) counted in the last chunk
         self._line_start = 0  # offset in the stream where the line being read began
         self._bad_lines = 0  # lines with invalid UTF-8
         self._bad_line = 0  # the last of them
@@ -142,7 +143,8 @@ class Scanner:
                 self._check_utf8(data, keep, line_base)
                 self._count_long_lines(data, keep, base, eof)
                 base += keep
-                line_base += data.count(b"\n", 0, keep)
+                counted_pos, counted_lines = self._counted if self._counted[0] <= keep else (0, 0)
+                line_base += counted_lines + data.count(b"\n", counted_pos, keep)
                 self.lines_read = line_base - 1
                 carry, begin = data[keep:], done - keep
                 self._stamp_pos = max(0, self._stamp_pos - keep)
@@ -209,6 +211,7 @@ class Scanner:
         A trigger starting before `cut` may end after it. A hit deep inside a long line
         is read from OVERLAP bytes before it, not from its line's start."""
         counted_pos, counted_lines = 0, 0
+        self._counted = (0, 0)
         skip_until: dict[str, int] = {}
         for pos, fam in self.trigger.finditer(data, begin, len(data)):
             if pos >= cut:
@@ -225,6 +228,7 @@ class Scanner:
                 return start  # a block that may run past this chunk: scan it with the next one
             counted_lines += data.count(b"\n", counted_pos, start)
             counted_pos = start
+            self._counted = (counted_pos, counted_lines)  # the chunk's line count goes on from here
             block = self._block(data, start, pos, fam, line_base + counted_lines)
             if block is None:
                 continue
