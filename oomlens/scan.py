@@ -134,7 +134,7 @@ class Scanner:
                 elif not eof and cut == 0:
                     carry = data
                     continue
-                if self.ctx.year is None:
+                if self.ctx.year is None and base == 0:  # the head of a file tells its year, if any
                     m = YEAR.search(data, 0, min(cut, 1 << 16))
                     if m:
                         self.ctx.year = int(m.group(1))
