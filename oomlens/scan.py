@@ -364,7 +364,9 @@ class Scanner:
         Searched backwards with bytes.rfind (C speed): the tokens are rare, the text between
         them long."""
         lo = self._actor_pos
-        found = max(data.rfind(token, lo, start) for token in ACTOR_TOKENS)
+        found = -1
+        if data.find(b"\n:", lo, start) >= 0:  # one pass to learn whether any token is there
+            found = max(data.rfind(token, lo, start) for token in ACTOR_TOKENS)
         if found < 0 and lo == 0 and data.startswith(ACTOR_TOKENS_AT_START):
             found = 0
         if found >= 0:
