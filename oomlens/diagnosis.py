@@ -180,7 +180,7 @@ def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue]) -> Dia
     framework = detect_framework(text)
     diagnosis = Diagnosis(inputs, ordered, incidents, framework=framework, versions=detect_versions(text, events), clues=clues)
     for incident in incidents:
-        diagnosis.remedies[incident.id or ""] = remedies_for(incident, framework, clues, events)
+        diagnosis.remedies[incident.id or ""] = remedies_for(incident, framework, clues, text)
     diagnosis.verdict = verdict(incidents, clues, diagnosis)
     return diagnosis
 

@@ -102,8 +102,9 @@ def _same(current: object, value: str) -> bool:
     return str(current).lower() == value.lower()
 
 
-def remedies_for(incident: Incident, framework: str | None, clues: list[Clue], events: list[Event]) -> list[dict[str, Any]]:
-    """The remedies whose conditions hold, minus those a guard-rail forbids.
+def remedies_for(incident: Incident, framework: str | None, clues: list[Clue], evidence: str) -> list[dict[str, Any]]:
+    """The remedies whose conditions hold, minus those a guard-rail forbids (`evidence` is
+    evidence_text(): whether vLLM's sleep mode is in use is read from it).
 
     An incident whose memory kind is a guess gets none: a setting changed on a guess costs
     a training run."""
@@ -117,12 +118,7 @@ def remedies_for(incident: Incident, framework: str | None, clues: list[Clue], e
         "trend": incident.trend,
         "style": flag_style(clues),
     }
-    flags = {
-        "sleep_mode": any(SLEEP_MODE.search(e.text) for e in events) or any(
-            SLEEP_MODE.search(" ".join(clue.fields.get("settings", {}))) for clue in clues
-        ),
-        "host_pressure": incident.memory == "host",
-    }
+    flags = {"sleep_mode": SLEEP_MODE.search(evidence) is not None, "host_pressure": incident.memory == "host"}
     guards = [g for g in _rules()["guard"] if flags.get(g["when"])]
     settings = current_settings(clues)
     chosen: list[dict[str, Any]] = []

@@ -21,6 +21,9 @@ GROWTH_SHARE = 0.6  # with no single step taking more than this share of the ris
 JUMP_MIN = 0.25  # one step that adds this fraction of the device or node total is a jump
 
 
+OWN: Any = object()  # "the event's own", for a reading's pid or process
+
+
 @dataclass(slots=True)
 class Sample:
     """One memory reading: when, where, of what, how much."""
@@ -70,22 +73,28 @@ def _line_key(event: Event) -> tuple:
     return (event.pid, f.get("label"), f.get("allocated_bytes"), f.get("reserved_bytes"), f.get("used_bytes"), f.get("cpu_used_bytes"))
 
 
-def _sample(event: Event, memory: str, metric: str, value: int | None, **kw: Any) -> list[Sample]:
+def _sample(
+    event: Event,
+    memory: str,
+    metric: str,
+    value: int | None,
+    *,
+    pid: Any = OWN,
+    process: Any = OWN,
+    total_bytes: int | None = None,
+    label: str | None = None,
+) -> list[Sample]:
+    """One reading of `event`; pid and process are the event's own unless given."""
     if value is None:
         return []
-    base = {
-        "time": event.time,
-        "node": event.node,
-        "pid": event.pid,
-        "process": ".".join(p for p in (event.actor, event.method) if p) or None,
-        "rank": event.rank,
-        "gpu": event.gpu,
-        "total_bytes": None,
-        "label": None,
-        "event": event.id,
-    }
-    base.update(kw)
-    return [Sample(memory=memory, metric=metric, bytes=int(value), **base)]
+    if process is OWN:
+        process = ".".join(p for p in (event.actor, event.method) if p) or None
+    return [
+        Sample(
+            event.time, event.node, event.pid if pid is OWN else pid, process, event.rank, event.gpu,
+            memory, metric, int(value), total_bytes, label, event.id,
+        )
+    ]
 
 
 def _gpu_memory(event: Event) -> list[Sample]:
