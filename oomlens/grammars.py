@@ -74,12 +74,12 @@ class Family:
     def parse(self, text: str) -> tuple[list[dict[str, Any]], bool]:
         """Parse one block into event drafts; the flag is False when only a prefix parsed."""
         if self.shapes is not None and "\n" not in text:
-            tree, complete = self._parse_shape(text)
+            drafts, complete = self._parse_shape(text)
         else:
             tree, complete = parse_prefix(self.parser, text)
-        if tree is None:
+            drafts = [] if tree is None else self.transformer.transform(tree)
+        if not drafts:
             return [], False
-        drafts = self.transformer.transform(tree)
         if not complete:
             for draft in drafts:
                 draft.setdefault("fields", {})["truncated"] = True
@@ -98,19 +98,21 @@ class Family:
             cached = self.shapes[shape] = parse_prefix(self.parser, shape)
         tree, complete = cached
         if tree is None or not complete:  # a cut line: its own parse, its own prefix
-            return parse_prefix(self.parser, text)
-        return refill(tree, text), complete
+            tree, complete = parse_prefix(self.parser, text)
+            return ([] if tree is None else self.transformer.transform(tree)), complete
+        return self._refill(tree, text), complete
 
-
-def refill(tree: Tree, text: str) -> Tree:
-    """A copy of `tree` whose tokens read their values from `text` at their own positions."""
-    children = [
-        refill(child, text) if isinstance(child, Tree)
-        else Token.new_borrow_pos(child.type, text[child.start_pos : child.end_pos], child) if isinstance(child, Token)
-        else child
-        for child in tree.children
-    ]
-    return Tree(tree.data, children, tree._meta)
+    def _refill(self, tree: Tree, text: str) -> Any:
+        """Transform `tree` with its tokens read from `text` at their own positions: the
+        refill and the Transformer's walk in one pass (the families use plain rule methods)."""
+        children = [
+            self._refill(child, text) if isinstance(child, Tree)
+            else Token(child.type, text[child.start_pos : child.end_pos]) if isinstance(child, Token)
+            else child
+            for child in tree.children
+        ]
+        method = getattr(self.transformer, tree.data, None)
+        return method(children) if method is not None else Tree(tree.data, children)
 
 
 def parse_prefix(parser: Lark, text: str) -> tuple[Any, bool]:
