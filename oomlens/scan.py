@@ -84,12 +84,23 @@ class Trigger:
             yield m.start(), self.families[group.decode() if isinstance(group, bytes) else group]
 
 
+_TRIGGERS: dict[tuple[int, ...], Trigger] = {}
+
+
+def trigger_for(fams: tuple[Family, ...]) -> Trigger:
+    """One compiled trigger per set of families and process, whatever the number of files."""
+    key = tuple(id(fam) for fam in fams)
+    if key not in _TRIGGERS:
+        _TRIGGERS[key] = Trigger(fams)
+    return _TRIGGERS[key]
+
+
 class Scanner:
     """Scans one input stream; yields events in file order."""
 
     def __init__(self, ctx: FileContext, fams: tuple[Family, ...] | None = None) -> None:
         self.ctx = ctx
-        self.trigger = Trigger(fams if fams is not None else families())
+        self.trigger = trigger_for(fams if fams is not None else families())
         self.lines_read = 0
         self.bytes_read = 0
         self.problems: list[str] = []
