@@ -84,7 +84,7 @@ class Trigger:
             yield m.start(), self.families[group.decode() if isinstance(group, bytes) else group]
 
 
-_TRIGGERS: dict[tuple[int, ...], Trigger] = {}
+_TRIGGERS: dict[tuple[int, ...], Trigger] = {}  # the Trigger holds its families: ids stay theirs
 
 
 def trigger_for(fams: tuple[Family, ...]) -> Trigger:
