@@ -29,7 +29,7 @@ def _stamp(rng: random.Random, second: int) -> str:
     return f"{DAY} {h:02d}:{m:02d}:{s:02d},{rng.randrange(1000):03d}"
 
 
-def worker_line(rng: random.Random, pid: int, rank: int, step: int) -> str:
+def worker_line(rng: random.Random, rank: int, step: int) -> str:
     """One line of a colocated veRL WorkerDict's stdout."""
     kind = rng.random()
     if kind < 0.35:  # a vLLM progress bar, redrawn in place
@@ -137,7 +137,7 @@ def nccl_timeout(rank: int) -> list[str]:
 
 def kernel_oom(pid: int) -> list[str]:
     return [
-        f"[1823541.118302] ray::WorkerDict invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0",
+        "[1823541.118302] ray::WorkerDict invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0",
         f"[1823541.118896] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0-1,global_oom,task_memcg=/user.slice,task=ray::WorkerDict,pid={pid},uid=1000",
         f"[1823541.118901] Out of memory: Killed process {pid} (ray::WorkerDict) total-vm:118844852kB, anon-rss:72496016kB, file-rss:102488kB, shmem-rss:20600kB, UID:1000 pgtables:151336kB oom_score_adj:0",
     ]
@@ -199,7 +199,7 @@ def generate(out: Path, size_mb: int, seed: int) -> dict:
             step += 1
             second += 1
             line = (
-                worker_line(rng, pid, rank, step) if kind == "worker"
+                worker_line(rng, rank, step) if kind == "worker"
                 else raylet_line(rng, pid, second) if kind == "raylet"
                 else driver_line(rng, step)
             )

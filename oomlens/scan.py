@@ -258,18 +258,18 @@ class Scanner:
         the fuller reading wins."""
         found = self._gather(data, start, pos, fam, lineno, unwrap=False)
         if found is None or not any(d.get("fields", {}).get("truncated") for d in found[2]):
-            return self._build(found, fam) if found else None
+            return self._build(found) if found else None
         rejoined = self._gather(data, start, pos, fam, lineno, unwrap=True)
         if rejoined and _fullness(rejoined[2]) > _fullness(found[2]):
             found = rejoined
-        return self._build(found, fam)
+        return self._build(found)
 
     def _gather(
         self, data: bytes, start: int, pos: int, fam: Family, lineno: int, unwrap: bool
     ) -> tuple[int, "_Block", list[dict]] | None:
         first_raw, nxt, n_phys = _logical_line(data, start, unwrap)
         # a progress bar rewrites its line with \r: the hit's segment is the message
-        seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos, first_raw)) + 1
+        seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1
         head = peel(first_raw[seg_start:].split("\r", 1)[0])
         m = fam.start.search(head.text)
         if m is None:
@@ -308,7 +308,7 @@ class Scanner:
             return None
         return end, _Block(head, lineno, end_line, "\n".join(raw_texts), start, data), drafts
 
-    def _build(self, found: tuple[int, "_Block", list[dict]], fam: Family) -> tuple[int, list[Event]]:
+    def _build(self, found: tuple[int, "_Block", list[dict]]) -> tuple[int, list[Event]]:
         end, block, drafts = found
         head = block.head
         if head.stamp is not None:
@@ -400,8 +400,8 @@ def _char_start(data: bytes, pos: int) -> int:
     return pos
 
 
-def _char_index(data: bytes, start: int, pos: int, text: str) -> int:
-    """Index in the decoded line `text` of the byte offset `pos` (line starts at `start`)."""
+def _char_index(data: bytes, start: int, pos: int) -> int:
+    """Index in the decoded line that starts at byte `start` of the byte offset `pos`."""
     return len(data[start:pos].decode("utf-8", "replace"))
 
 
