@@ -176,9 +176,7 @@ def attribute(events: list[Event], context: Context) -> None:
         clues_near = context.around(event)
         for clue in clues_near:
             task = clue.fields.get("task")
-            if task and event.method is None and (event.pid is None or task.get("pid") in (None, event.pid) or event.kind != "ray_oom_kill"):
-                # a CUDA OOM surfaces through the header of the method that raised it; a death's
-                # header belongs to the caller that saw it
+            if task and _names_method_of(task, event):
                 if event.kind == "cuda_oom":  # the header names the process that raised it
                     event.actor, event.method = task.get("actor") or event.actor, task.get("method")
                     event.pid = task.get("pid") or event.pid
@@ -190,6 +188,15 @@ def attribute(events: list[Event], context: Context) -> None:
         if component is None and event.kind != "watchdog_timeout":
             component, _where = phase_of(clues_near)
         event.component = component
+
+
+def _names_method_of(task: dict, event: Event) -> bool:
+    """Does a remote-task header near an event name the method the event happened in? Only
+    when the event names none; a kill report only takes its own victim's header, and a
+    death's header (the caller that saw it) never changes the dead actor's class."""
+    if event.method is not None:
+        return False
+    return event.kind != "ray_oom_kill" or event.pid is None or task.get("pid") in (None, event.pid)
 
 
 # -- incidents -------------------------------------------------------------------------------
