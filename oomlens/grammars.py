@@ -4,7 +4,8 @@ A family is one file `grammars/<name>.lark` plus one transformer module
 `oomlens/families/<name>.py`. The grammar file says what the text looks like; its
 `//!` directives say how the scanner finds it (lnav-style data, not code):
 
-    //! trigger: <bytes regex>     a raw line that may start this family's block (repeatable)
+    //! trigger: <bytes regex>     a raw line that may start this family's block (repeatable;
+                                   it matches within one line: a repeated space is `[ \\t]+`)
     //! start: <regex>             where the grammar's input begins in the peeled trigger line
     //! continue: <regex>          a following peeled line that belongs to the block (repeatable)
     //! end: <regex>               a peeled line that is the last of its block, the first one too

@@ -1,14 +1,21 @@
-"""The trigger prefilter: RE2 and Python's re find exactly the same candidate lines."""
+"""The trigger prefilter: RE2, Python's re and hyperscan-then-RE2 find exactly the same hits."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
 import re2
 
-from conftest import REAL, SESSIONS
+from conftest import FIXTURES, REAL, SESSIONS
 from oomlens.grammars import families
 from oomlens.scan import Trigger
+
+
+def _all_fixture_bytes() -> bytes:
+    """Every plain-text fixture file, one after the other (a few MB of real and Ray-written logs)."""
+    files = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".log", ".out", ".err", ".txt", ".json", ""))
+    return b"".join(p.read_bytes() for p in files)
 
 
 def test_every_trigger_compiles_in_re2_and_finds_what_re_finds():
@@ -20,3 +27,34 @@ def test_every_trigger_compiles_in_re2_and_finds_what_re_finds():
     slow_hits = [(m.start(), m.lastgroup) for m in slow.finditer(data)]
     assert isinstance(trigger.regex, re2._Regexp)
     assert fast_hits == slow_hits and len(fast_hits) > 100
+
+
+def test_triggers_match_within_one_line():
+    """The hyperscan prefilter hands RE2 only the lines it hit: a trigger must not reach into
+    the line before (no `\\s` with a repeat, no dot-all)."""
+    for fam in families():
+        for trigger in fam.triggers:
+            assert not re.search(r"\\s[*+?{]|\(\?s", trigger), (fam.name, trigger)
+
+
+def test_hyperscan_lines_then_re2_find_the_same_hits_as_re2_alone():
+    pytest.importorskip("hyperscan")
+    trigger = Trigger(families())
+    assert trigger.lines is not None, "every trigger compiles in hyperscan"
+    data = _all_fixture_bytes()
+    whole = [(m.start(), m.lastgroup) for m in trigger.regex.finditer(data)]
+    lines = [(pos, fam.name if fam else None) for pos, fam in trigger.finditer(data, 0, len(data))]
+    names = {f"f{i}".encode(): fam.name for i, fam in enumerate(families())} | {b"announced": None}
+    assert lines == [(pos, names[group]) for pos, group in whole]
+    assert len(lines) > 1000 and None in {name for _, name in lines}
+
+
+def test_hits_inside_a_window_of_the_data():
+    """Scanning from an offset in mid-line and stopping before the end, as the scanner does
+    with the chunk it carries over, finds what RE2 finds in the same span."""
+    trigger = Trigger(families())
+    data = b"x CUDA out of memory. Tried\n:actor_name:Foo\nKilled process 12 (python)\nWatchdog caught collective operation timeout"
+    for pos, end in ((0, len(data)), (3, len(data)), (2, 60), (30, len(data) - 5)):
+        found = [(p, fam.name if fam else None) for p, fam in trigger.finditer(data, pos, end)]
+        names = {f"f{i}".encode(): fam.name for i, fam in enumerate(families())} | {b"announced": None}
+        assert found == [(m.start(), names[m.lastgroup]) for m in trigger.regex.finditer(data, pos, end)], (pos, end)
