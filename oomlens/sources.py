@@ -18,7 +18,6 @@ beyond what its compressed bytes can honestly hold is stopped.
 from __future__ import annotations
 
 import errno
-import gzip
 import io
 import os
 import posixpath
@@ -33,6 +32,11 @@ from typing import BinaryIO
 
 import zstandard
 
+try:  # ISA-L inflates about 2.5 times as fast as zlib, with the same API and results
+    from isal import isal_zlib as inflate
+except ImportError:
+    inflate = zlib  # type: ignore[misc]
+
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # Text logs compress 5-30x; deflate cannot pass ~1030x, so a 1000x limit would stop a gzip
@@ -42,10 +46,11 @@ BOMB_RATIO = 100
 BOMB_FLOOR = 64 << 20
 SNIFF = 8192  # bytes looked at to tell text from binary, and compressed from plain
 STEP = 8192  # bytes asked of a decoder or archive member at a time: a cut loses at most this
+INFLATE_STEP = 1 << 18  # bytes of text asked of gzip at a time: its decoder keeps all it decoded before a cut
 NODE_HEAD = 1 << 16  # raylet.out names its node within its first lines
 SESSION_SKIP = ("runtime_resources", "sockets")  # beside a session's logs/: environments and sockets
 ARCHIVE_NAMES = (".tar", ".tar.gz", ".tgz", ".tar.zst")
-DECODE_ERRORS = (EOFError, OSError, zlib.error, tarfile.TarError, zstandard.ZstdError)
+DECODE_ERRORS = (EOFError, OSError, zlib.error, inflate.error, tarfile.TarError, zstandard.ZstdError)
 
 WORKER = re.compile(r"^(?:python-core-worker|python-core-driver)-[0-9a-f]+_(\d+)(?:\.\d+)?\.log$")
 WORKER_OUT = re.compile(r"^(?:io_)?worker-[0-9a-f]+(?:-[0-9a-f]+)?-(\d+)(?:\.\d+)?\.(?:out|err)(?:\.\d+)?$")
@@ -325,7 +330,7 @@ def text_stream(raw: BinaryIO, item: Input) -> io.BufferedReader:
     magic = buffered.peek(4)[:4]
     if magic.startswith(GZIP_MAGIC):
         counted = Counting(buffered)
-        return io.BufferedReader(Limited(gzip.GzipFile(fileobj=counted, mode="rb"), item, "gzip", counted))
+        return io.BufferedReader(Limited(Gunzip(counted), item, "gzip", counted, INFLATE_STEP))
     if magic.startswith(ZSTD_MAGIC):
         counted = Counting(buffered)
         reader = zstandard.ZstdDecompressor().stream_reader(counted, read_across_frames=True)
@@ -355,14 +360,59 @@ class Counting(io.RawIOBase):
         super().close()
 
 
+class Gunzip(io.RawIOBase):
+    """The gzip members of a stream one after another (as `cat a.gz b.gz` makes them).
+
+    A decompressobj, unlike GzipFile, hands out everything it decoded before a cut; each
+    member's CRC and length are still checked. Zero padding after a member ends the stream,
+    as gzip allows; any other bytes there must start a new member."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self.inner = inner
+        self.member = inflate.decompressobj(31)
+        self.pending = b""  # compressed bytes read but not yet given to the decoder
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, size: int = -1) -> bytes:
+        size = size if size > 0 else INFLATE_STEP
+        while True:
+            if self.member.eof:
+                rest = (self.member.unused_data or self.inner.read(STEP)).lstrip(b"\0")
+                while not rest:
+                    more = self.inner.read(STEP)
+                    if not more:
+                        return b""
+                    rest = more.lstrip(b"\0")
+                self.member, self.pending = inflate.decompressobj(31), rest
+            data = self.member.unconsumed_tail or self.pending or self.inner.read(STEP)  # small: bombs show early
+            self.pending = b""
+            if not data:
+                raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+            out = self.member.decompress(data, size)
+            if out:
+                return out
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.inner.close()
+        super().close()
+
+
 class Limited(io.RawIOBase):
     """A decompressing (or archive member) stream that stops at a bomb or a cut and says so.
 
     Reads fill the caller's buffer from small reads of the inner stream, so little or
     nothing of what comes before a cut is lost with it (tarfile drops a whole request)."""
 
-    def __init__(self, inner: BinaryIO, item: Input, codec: str, compressed: Counting | None = None) -> None:
-        self.inner, self.item, self.codec, self.compressed = inner, item, codec, compressed
+    def __init__(self, inner: BinaryIO, item: Input, codec: str, compressed: Counting | None = None, step: int = STEP) -> None:
+        self.inner, self.item, self.codec, self.compressed, self.step = inner, item, codec, compressed, step
         self.total = 0
         self.stopped = False
 
@@ -373,7 +423,7 @@ class Limited(io.RawIOBase):
         filled = 0
         while filled < len(buffer) and not self.stopped:
             try:
-                data = self.inner.read1(min(STEP, len(buffer) - filled))  # type: ignore[attr-defined]
+                data = self.inner.read1(min(self.step, len(buffer) - filled))  # type: ignore[attr-defined]
             except DECODE_ERRORS as err:
                 self._stop(f"{self.codec} data cut or damaged after {self.total} bytes: {err}")
                 break
