@@ -11,6 +11,7 @@ actor name, rank) become the line's context.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -286,6 +287,61 @@ def fast_regex(pattern: bytes):  # -> re.Pattern[bytes] or re2._Regexp
     return re2.compile(pattern)
 
 
+class LineFinder:
+    """The lines of a buffer that hold a match of any of some patterns, found by hyperscan.
+
+    Hyperscan's SIMD matcher runs several times faster than RE2 but tells only where a
+    match ends; the caller's regex then reads just the lines found. That is exact for
+    patterns that match within one line. Without hyperscan (or for a pattern it cannot
+    compile) `usable` is False and callers search the whole buffer with their regex."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        self.database = None
+        try:
+            import hyperscan
+        except ImportError:
+            return
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        try:
+            database.compile(expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))), elements=len(patterns))
+        except hyperscan.error:
+            return
+        self.database = database
+
+    @property
+    def usable(self) -> bool:
+        return self.database is not None
+
+    def _ends(self, data: bytes, pos: int, end: int) -> list[int]:
+        ends: list[int] = []
+        self.database.scan(memoryview(data)[pos:end], match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(pos + to))
+        return ends
+
+    def spans(self, data: bytes, pos: int, end: int) -> list[tuple[int, int]]:
+        """(start, stop) of each run of lines of data[pos:end] holding a match, in order."""
+        found: list[tuple[int, int]] = []
+        for stop in sorted(self._ends(data, pos, end)):
+            last = stop - 1  # the match's last byte: its line is the span
+            if found and last < found[-1][1]:
+                continue
+            lo, hi = _line_around(data, last, pos, end)
+            if found and lo <= found[-1][1]:
+                found[-1] = (found[-1][0], hi)
+            else:
+                found.append((lo, hi))
+        return found
+
+    def last_end(self, data: bytes, pos: int, end: int) -> int | None:
+        """Where the last match in data[pos:end] ends, if there is one."""
+        ends = self._ends(data, pos, end)
+        return max(ends) if ends else None
+
+
+def _line_around(data: bytes, at: int, pos: int, end: int) -> tuple[int, int]:
+    """The line holding byte `at`, within data[pos:end], with its line break."""
+    return max(pos, data.rfind(b"\n", pos, at) + 1), data.find(b"\n", at, end) + 1 or end
+
+
 # A wall-clock time wherever it stands in a raw line, by kind; the alternation finds one
 # (RE2, no captures: they cost more than the search), the kind's own regex reads it.
 _STAMP_KINDS = {
@@ -295,12 +351,31 @@ _STAMP_KINDS = {
     b"wall": rb"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d+) (\d\d):(\d\d):(\d\d) (\d{4})\]",
     b"syslog": rb"(?m:^)(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d+) (\d\d):(\d\d):(\d\d) \S+ kernel:",
 }
-_STAMP_IN = fast_regex(b"|".join(re.sub(rb"\((?!\?)", b"(?:", pattern) for pattern in _STAMP_KINDS.values()))
+_STAMP_ANY = b"|".join(re.sub(rb"\((?!\?)", b"(?:", pattern) for pattern in _STAMP_KINDS.values())
+_STAMP_IN = fast_regex(_STAMP_ANY)  # across a span: a DFA
+_STAMP_AT = re.compile(_STAMP_ANY)  # within one line, from where a time is known to be: cheaper per call
 _STAMP_READ = {kind.decode(): re.compile(pattern) for kind, pattern in _STAMP_KINDS.items()}
 
 
+_STAMP_LINES = LineFinder([_STAMP_ANY.decode()])
+
+
 def last_stamp(data: bytes, lo: int, hi: int) -> Stamp | None:
-    """The last wall-clock time standing in data[lo:hi], if any (one RE2 pass)."""
+    """The last wall-clock time standing in data[lo:hi], if any.
+
+    Hyperscan tells where the last time in the span ends, and `re` reads its line up to
+    there; RE2 reads the whole span without hyperscan, or when that end was a false lead
+    (a syslog time "at the start of a line" where the span begins mid-line). Stamps
+    never cross a line break."""
+    if _STAMP_LINES.usable:
+        stop = _STAMP_LINES.last_end(data, lo, hi)
+        if stop is None:
+            return None
+        at = max(lo, data.rfind(b"\n", lo, stop - 1) + 1)
+        while (m := _STAMP_AT.search(data, at, stop)) is not None:
+            if m.end() == stop:
+                return stamp_of_match(m)
+            at = m.end()
     last = None
     for last in _STAMP_IN.finditer(data, lo, hi):  # noqa: B007 - only the last is wanted
         pass
@@ -317,8 +392,13 @@ def _stamp_kind(text: bytes) -> str:
     return "vllm" if text.split(b" ", 1)[0] in (b"DEBUG", b"INFO", b"WARNING", b"ERROR", b"CRITICAL") else "syslog"
 
 
-def stamp_of_match(m) -> Stamp:  # noqa: ANN001 - a match of _STAMP_IN, from re or re2
-    text = m.group(0)
+def stamp_of_match(m) -> Stamp:  # noqa: ANN001 - a match of _STAMP_IN or _STAMP_AT
+    return _stamp_of(m.group(0))
+
+
+@functools.lru_cache(maxsize=4096)
+def _stamp_of(text: bytes) -> Stamp:
+    """Read once per distinct time (a Stamp is immutable): a burst of hits shares its stamps."""
     kind = _stamp_kind(text)
     g = [x.decode() if x else None for x in _STAMP_READ[kind].match(text).groups()]
     if kind == "full":

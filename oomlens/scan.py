@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
 from .events import CLUE_KINDS, Clue, Event, Source
 from .grammars import Family, families
-from .lines import Line, Stamp, fast_regex, last_stamp, peel
+from .lines import Line, LineFinder, Stamp, fast_regex, last_stamp, peel
 
 CHUNK = 4 << 20  # bytes read at a time
 MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most this much of a line
@@ -80,47 +80,15 @@ class Trigger:
         alternatives = {f"f{i}": [f"(?:{t})" for t in fam.triggers] for i, fam in enumerate(fams)}
         alternatives["announced"] = [ANNOUNCED]
         self.regex = fast_regex("|".join(f"(?P<{name}>{'|'.join(alts)})" for name, alts in alternatives.items()).encode())
-        self.lines = _line_finder([t for alts in alternatives.values() for t in alts])
+        self.lines = LineFinder([t for alts in alternatives.values() for t in alts])
 
     def finditer(self, data: bytes, pos: int, end: int) -> Iterator[tuple[int, Family | None]]:
         """(offset, family) of each hit in data[pos:end]; the family is None where a worker
         file announces its actor or task."""
-        for lo, hi in [(pos, end)] if self.lines is None else self.lines(data, pos, end):
+        for lo, hi in self.lines.spans(data, pos, end) if self.lines.usable else [(pos, end)]:
             for m in self.regex.finditer(data, lo, hi):
                 group = m.lastgroup
                 yield m.start(), self.families[group.decode() if isinstance(group, bytes) else group]
-
-
-def _line_finder(patterns: list[str]) -> Callable[[bytes, int, int], list[tuple[int, int]]] | None:
-    """With hyperscan: a function giving the spans of data[pos:end] made of whole lines
-    that hold a match of any pattern. Without it (or for a pattern it cannot compile): None."""
-    try:
-        import hyperscan
-    except ImportError:
-        return None
-    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    try:
-        database.compile(expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))), elements=len(patterns))
-    except hyperscan.error:
-        return None
-
-    def spans(data: bytes, pos: int, end: int) -> list[tuple[int, int]]:
-        ends: list[int] = []
-        database.scan(memoryview(data)[pos:end], match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(to))
-        found: list[tuple[int, int]] = []
-        for to in sorted(ends):
-            last = pos + to - 1  # the match's last byte: its line is the span
-            if found and last < found[-1][1]:
-                continue
-            lo = max(pos, data.rfind(b"\n", pos, last) + 1)
-            hi = data.find(b"\n", last, end) + 1 or end
-            if found and lo <= found[-1][1]:
-                found[-1] = (found[-1][0], hi)
-            else:
-                found.append((lo, hi))
-        return found
-
-    return spans
 
 
 _TRIGGERS: dict[tuple[int, ...], Trigger] = {}  # the Trigger holds its families: ids stay theirs

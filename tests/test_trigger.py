@@ -40,7 +40,7 @@ def test_triggers_match_within_one_line():
 def test_hyperscan_lines_then_re2_find_the_same_hits_as_re2_alone():
     pytest.importorskip("hyperscan")
     trigger = Trigger(families())
-    assert trigger.lines is not None, "every trigger compiles in hyperscan"
+    assert trigger.lines.usable, "every trigger compiles in hyperscan"
     data = _all_fixture_bytes()
     whole = [(m.start(), m.lastgroup) for m in trigger.regex.finditer(data)]
     lines = [(pos, fam.name if fam else None) for pos, fam in trigger.finditer(data, 0, len(data))]
@@ -58,3 +58,20 @@ def test_hits_inside_a_window_of_the_data():
         found = [(p, fam.name if fam else None) for p, fam in trigger.finditer(data, pos, end)]
         names = {f"f{i}".encode(): fam.name for i, fam in enumerate(families())} | {b"announced": None}
         assert found == [(m.start(), names[m.lastgroup]) for m in trigger.regex.finditer(data, pos, end)], (pos, end)
+
+
+def test_last_stamp_with_hyperscan_is_last_stamp_with_re2_alone(monkeypatch):
+    """The time a hit borrows from the lines before it does not depend on the engine."""
+    pytest.importorskip("hyperscan")
+    from oomlens import lines
+
+    assert lines._STAMP_LINES.usable
+    data = _all_fixture_bytes()
+    starts = [i + 1 for i in range(len(data)) if data[i] == 10][::5]
+    windows = [(max(0, hi - width), hi) for hi in starts for width in (40, 512, 4096)]
+    fast = [lines.last_stamp(data, lo, hi) for lo, hi in windows]
+    monkeypatch.setattr(lines._STAMP_LINES, "database", None)
+    slow = [lines.last_stamp(data, lo, hi) for lo, hi in windows]
+    assert fast == slow
+    assert sum(s is not None for s in fast) > len(windows) // 2
+    assert {s.year is None for s in fast if s} == {True, False}  # vLLM-style and full dates both seen
