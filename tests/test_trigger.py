@@ -73,5 +73,5 @@ def test_last_stamp_with_hyperscan_is_last_stamp_with_re2_alone(monkeypatch):
     monkeypatch.setattr(lines._STAMP_LINES, "database", None)
     slow = [lines.last_stamp(data, lo, hi) for lo, hi in windows]
     assert fast == slow
-    assert sum(s is not None for s in fast) > len(windows) // 2
+    assert sum(s is not None for s in fast) > len(windows) // 4
     assert {s.year is None for s in fast if s} == {True, False}  # vLLM-style and full dates both seen
