@@ -287,13 +287,14 @@ def fast_regex(pattern: bytes):  # -> re.Pattern[bytes] or re2._Regexp
     return re2.compile(pattern)
 
 
-class LineFinder:
-    """The lines of a buffer that hold a match of any of some patterns, found by hyperscan.
+class Prefilter:
+    """Where in a buffer any of some patterns matches, found by hyperscan.
 
     Hyperscan's SIMD matcher runs several times faster than RE2 but tells only where a
-    match ends; the caller's regex then reads just the lines found. That is exact for
-    patterns that match within one line. Without hyperscan (or for a pattern it cannot
-    compile) `usable` is False and callers search the whole buffer with their regex."""
+    match ends; the caller's own regex then reads just the lines found (exact for patterns
+    that match within one line), or runs only where the prefilter says it may find
+    something. Without hyperscan (or for a pattern it cannot compile) `usable` is False
+    and callers read the whole buffer themselves."""
 
     def __init__(self, patterns: list[str]) -> None:
         self.database = None
@@ -306,7 +307,7 @@ class LineFinder:
             database.compile(expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))), elements=len(patterns))
         except hyperscan.error:
             return
-        self.database = database
+        self.database, self.terminated = database, hyperscan.ScanTerminated
 
     @property
     def usable(self) -> bool:
@@ -330,6 +331,18 @@ class LineFinder:
             else:
                 found.append((lo, hi))
         return found
+
+    def any(self, data: bytes, pos: int, end: int) -> bool:
+        """Whether any pattern matches in data[pos:end] (the scan stops at the first match)."""
+
+        def stop(*_match: object) -> bool:
+            return True
+
+        try:
+            self.database.scan(memoryview(data)[pos:end], match_event_handler=stop)
+        except self.terminated:
+            return True
+        return False
 
     def last_end(self, data: bytes, pos: int, end: int) -> int | None:
         """Where the last match in data[pos:end] ends, if there is one."""
@@ -357,7 +370,7 @@ _STAMP_AT = re.compile(_STAMP_ANY)  # within one line, from where a time is know
 _STAMP_READ = {kind.decode(): re.compile(pattern) for kind, pattern in _STAMP_KINDS.items()}
 
 
-_STAMP_LINES = LineFinder([_STAMP_ANY.decode()])
+_STAMP_LINES = Prefilter([_STAMP_ANY.decode()])
 
 
 def last_stamp(data: bytes, lo: int, hi: int) -> Stamp | None:

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from .events import CLUE_KINDS, Clue, Event, Source
 from .grammars import Family, families
-from .lines import Line, LineFinder, Stamp, fast_regex, last_stamp, peel
+from .lines import Line, Prefilter, Stamp, fast_regex, last_stamp, peel
 
 CHUNK = 4 << 20  # bytes read at a time
 MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most this much of a line
@@ -30,6 +30,18 @@ MAX_SKIPPED = 60  # other workers' lines skipped inside a block
 WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
 
 ANNOUNCED = r"(?m:^):(?:actor_name|task_name):"  # Ray's magic tokens in worker-*.out
+# Byte sequences that are not UTF-8 (RFC 3629), each found within five bytes: a byte UTF-8
+# never uses, a continuation byte without its lead, a lead with too few or too many
+# continuation bytes, an overlong form, a surrogate, a code point past U+10FFFF.
+NOT_UTF8 = Prefilter([
+    r"[\xC0\xC1\xF5-\xFF]",
+    r"(?:^|[\x00-\x7F])[\x80-\xBF]",
+    r"[\xC2-\xDF](?:[^\x80-\xBF]|\z)",
+    r"[\xE0-\xEF][\x80-\xBF]?(?:[^\x80-\xBF]|\z)",
+    r"[\xF0-\xF4][\x80-\xBF]{0,2}(?:[^\x80-\xBF]|\z)",
+    r"[\xC2-\xDF][\x80-\xBF]{2}|[\xE0-\xEF][\x80-\xBF]{3}|[\xF0-\xF4][\x80-\xBF]{4}",
+    r"\xE0[\x80-\x9F]|\xED[\xA0-\xBF]|\xF0[\x80-\x8F]|\xF4[\x90-\xBF]",
+])
 YEAR = re.compile(rb"(?<!\d)(20\d\d)-\d\d-\d\d[ T_]\d\d[:-]\d\d")
 RECORD_START = re.compile(r"^\s*(?:\x1b\[[0-9;]*m)?(?:\(|\[\d|\d{4}-|(?:DEBUG|INFO|WARNING|ERROR)[ :])")
 
@@ -72,7 +84,7 @@ class Trigger:
     alternative at every byte (lines.fast_regex). Where hyperscan is installed, its SIMD
     matcher first finds the lines that hold any trigger, about eight times faster again,
     and RE2 reads only those lines. The hits are the same either way, because a trigger
-    matches within one line (tests/test_trigger.py)."""
+    matches within one line (tests/test_prefilter.py)."""
 
     def __init__(self, fams: tuple[Family, ...]) -> None:
         self.families: dict[str, Family | None] = {f"f{i}": fam for i, fam in enumerate(fams)}
@@ -80,7 +92,7 @@ class Trigger:
         alternatives = {f"f{i}": [f"(?:{t})" for t in fam.triggers] for i, fam in enumerate(fams)}
         alternatives["announced"] = [ANNOUNCED]
         self.regex = fast_regex("|".join(f"(?P<{name}>{'|'.join(alts)})" for name, alts in alternatives.items()).encode())
-        self.lines = LineFinder([t for alts in alternatives.values() for t in alts])
+        self.lines = Prefilter([t for alts in alternatives.values() for t in alts])
 
     def finditer(self, data: bytes, pos: int, end: int) -> Iterator[tuple[int, Family | None]]:
         """(offset, family) of each hit in data[pos:end]; the family is None where a worker
@@ -203,8 +215,12 @@ class Scanner:
             self._long_lines += base + end - self._line_start > MAX_LINE
 
     def _check_utf8(self, data: bytes, end: int, line_base: int) -> None:
-        """Count the lines of data[:end] that are not valid UTF-8; C speed when all are."""
-        if data.isascii():
+        """Count the lines of data[:end] that are not valid UTF-8.
+
+        Hyperscan tells in one pass whether anything there may be invalid (decoding a
+        chunk of progress bars to check it costs three times as much); only then are
+        the lines decoded one stretch at a time."""
+        if data.isascii() or (NOT_UTF8.usable and not NOT_UTF8.any(data, 0, end)):
             return
         view = memoryview(data)
         pos, counted_pos, line = 0, 0, line_base

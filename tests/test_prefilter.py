@@ -1,4 +1,4 @@
-"""The trigger prefilter: RE2, Python's re and hyperscan-then-RE2 find exactly the same hits."""
+"""The hyperscan prefilters: the same triggers, stamps and UTF-8 verdicts as RE2, re and the codec alone."""
 
 from __future__ import annotations
 
@@ -75,3 +75,28 @@ def test_last_stamp_with_hyperscan_is_last_stamp_with_re2_alone(monkeypatch):
     assert fast == slow
     assert sum(s is not None for s in fast) > len(windows) // 4
     assert {s.year is None for s in fast if s} == {True, False}  # vLLM-style and full dates both seen
+
+
+def test_not_utf8_prefilter_says_exactly_what_the_codec_says():
+    """Random strings built from the bytes that matter (leads, continuations, the bytes UTF-8
+    never uses, the bounds of overlong, surrogate and out-of-range forms)."""
+    pytest.importorskip("hyperscan")
+    import random
+
+    from oomlens.scan import NOT_UTF8
+
+    assert NOT_UTF8.usable
+    pieces = [b"a", b"\n", "é".encode(), "✓".encode(), "😀".encode(), b"\x80", b"\xbf", b"\xc3", b"\xe2", b"\xf0",
+              b"\xf4", b"\xed", b"\xe0", b"\xc0", b"\xff", b"\x9f", b"\x90", b"\xa0"]
+    rng = random.Random(5)
+    verdicts = {True: 0, False: 0}
+    for _ in range(30000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        try:
+            data.decode("utf-8")
+            valid = True
+        except UnicodeDecodeError:
+            valid = False
+        assert NOT_UTF8.any(data, 0, len(data)) is not valid, data
+        verdicts[valid] += 1
+    assert min(verdicts.values()) > 3000
