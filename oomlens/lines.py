@@ -406,7 +406,7 @@ def _stamp_kind(text: bytes) -> str:
 
 
 def stamp_of_match(m) -> Stamp:  # noqa: ANN001 - a match of _STAMP_IN or _STAMP_AT
-    return _stamp_of(m.group(0))
+    return _stamp_of(bytes(m.group(0)))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -140,7 +140,7 @@ class Scanner:
         Memory stays bounded whatever the input: a line that runs on past MAX_LINE is
         scanned in pieces as it comes (each piece keeps the last OVERLAP bytes of the one
         before, so a trigger cut in two is found whole), never held whole."""
-        carry = b""
+        data = bytearray()  # what the round before left unscanned, then the chunk read after it
         begin = 0  # hits before this offset of `data` were taken in the round before
         base = 0  # offset in the stream of the first byte of `data`
         line_base = 1  # line number of the first byte of `data`
@@ -153,7 +153,7 @@ class Scanner:
                     chunk, failure = b"", err
                 eof = not chunk
                 self.bytes_read += len(chunk)
-                data = carry + chunk
+                data += chunk  # one buffer, reused: no new copy of every chunk with its carry
                 if not data:
                     break
                 cut = len(data) if eof else data.rfind(b"\n") + 1
@@ -161,7 +161,6 @@ class Scanner:
                 if piece:  # the last line is already too long to wait for its end
                     cut = len(data) - OVERLAP
                 elif not eof and cut == 0:
-                    carry = data
                     continue
                 if self.ctx.year is None and base == 0:  # the head of a file tells its year, if any
                     m = YEAR.search(data, 0, min(cut, 1 << 16))
@@ -175,12 +174,13 @@ class Scanner:
                 counted_pos, counted_lines = self._counted if self._counted[0] <= keep else (0, 0)
                 line_base += counted_lines + data.count(b"\n", counted_pos, keep)
                 self.lines_read = line_base - 1
-                carry, begin = data[keep:], done - keep
-                self._stamp_pos = max(0, self._stamp_pos - keep)
                 if eof:
                     if not data.endswith(b"\n"):
                         self.lines_read += 1
                     break
+                del data[:keep]
+                begin = done - keep
+                self._stamp_pos = max(0, self._stamp_pos - keep)
             if failure is not None:
                 raise failure
         finally:
