@@ -161,10 +161,10 @@ def fold(events: list[Event]) -> list[Event]:
     A report cut before the numbers that identify it (a paste, a log line that ends the
     message early) joins the nearest full report of its kind on the same node."""
     kept = _fold_identical(events)
-    full = [e for e in kept if _identity(e) is not None]
+    full = [e for e in kept if e.kind in FOLDED and _identity(e) is not None]
     result = []
     for event in kept:
-        home = None if _identity(event) is not None or event.kind not in PARTIAL else _nearest(event, full)
+        home = _nearest(event, full) if event.kind in PARTIAL and _identity(event) is None else None
         if home is None:
             result.append(event)
         else:
@@ -173,6 +173,7 @@ def fold(events: list[Event]) -> list[Event]:
 
 
 PARTIAL = {"ray_oom_kill"}
+FOLDED = {kind for kind, names in IDENTITY.items() if names is not None or kind in ALSO_IDENTITY}  # others are never folded
 
 
 def _nearest(event: Event, full: list[Event]) -> Event | None:
@@ -193,6 +194,9 @@ def _fold_identical(events: list[Event]) -> list[Event]:
     kept: list[Event] = []
     index: dict[tuple, list[Event]] = {}
     for event in events:
+        if event.kind not in FOLDED:  # a memory sample: tens of thousands of them, none folded
+            kept.append(event)
+            continue
         home = next((o for key in _identities(event) for o in index.get(key, ()) if _close_in_time(event, o)), None)
         if home is None:
             kept.append(event)
