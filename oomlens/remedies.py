@@ -11,6 +11,7 @@ from .data import load
 from .events import Clue, Event
 
 DIGITS = re.compile(r"\d")
+ZEROS = bytes.maketrans(b"123456789", b"000000000")  # DIGITS of ASCII text, for bytes.translate
 SLEEP_MODE = re.compile(r"Sleep mode freed|CuMemAllocator|wake_up|enable_sleep|free_cache_engine")
 
 
@@ -38,9 +39,17 @@ def evidence_text(events: list[Event], clues: list[Clue]) -> str:
         parts.append(clue.source.path)
     for event in events:
         parts.append(event.actor or "")
-        parts.append(DIGITS.sub("0", event.text[:300]))  # one copy per line shape: samples repeat
+        parts.append(_shape(event.text[:300]))  # one copy per line shape: samples repeat
         parts.append(event.source.path)
     return "\n".join(dict.fromkeys(p for p in parts if p))
+
+
+def _shape(text: str) -> str:
+    """The text with every digit a 0. bytes.translate does it many times faster than the
+    regex, which stays for text that is not ASCII (where \\d is any script's digit)."""
+    if text.isascii():
+        return text.encode("ascii").translate(ZEROS).decode("ascii")
+    return DIGITS.sub("0", text)
 
 
 def detect_framework(text: str) -> str | None:
