@@ -13,15 +13,15 @@ import bisect
 import functools
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from .data import load
 from .events import Clue, Event
-from .timeline import samples, trend
+from .timeline import Trends, epoch
 
 MEMORY_FAILURES = ("ray_oom_kill", "cuda_oom", "kernel_oom", "vllm_memory_error", "ray_oom_summary")
 OTHER_FAILURES = ("ray_worker_died", "ray_actor_unavailable", "watchdog_timeout")
+FAILURES = frozenset(MEMORY_FAILURES + OTHER_FAILURES)
 MEMORY_OF = {
     "ray_oom_kill": "host",
     "ray_oom_summary": "host",
@@ -80,7 +80,7 @@ def component_of(subject: str | None) -> str | None:
 
 
 def seconds(event: Event | Clue) -> float | None:
-    return datetime.fromisoformat(event.time).timestamp() if event.time else None
+    return epoch(event.time) if event.time else None
 
 
 def one_clock(events: list[Event]) -> list[Event]:
@@ -89,22 +89,19 @@ def one_clock(events: list[Event]) -> list[Event]:
     An event with no time at all keeps its place after the last timed event of its file."""
     years = [int(e.time[:4]) for e in events if e.time]
     year = max(set(years), key=years.count) if years else None
-    for event in events:
-        local = event.fields.get("local_time")
-        if event.time is None and local and year:  # the clock time is exact; only the year is borrowed
-            event.time = f"{year}-{local}"
-            event.fields["year_inferred"] = True
     last_in_file: dict[str, float] = {}
-    keyed = []
-    for index, event in enumerate(events):
-        t = seconds(event)
-        if t is None:
-            t = last_in_file.get(event.source.path, float("-inf"))
+    times = []
+    for event in events:
+        if event.time is None and year and (local := event.fields.get("local_time")):
+            event.time = f"{year}-{local}"  # the clock time is exact; only the year is borrowed
+            event.fields["year_inferred"] = True
+        if event.time:
+            t = last_in_file[event.source.path] = epoch(event.time)
         else:
-            last_in_file[event.source.path] = t
-        keyed.append((t, index, event))
-    keyed.sort(key=lambda k: (k[0], k[1]))
-    return [e for _, _, e in keyed]
+            t = last_in_file.get(event.source.path, float("-inf"))
+        times.append(t)
+    order = sorted(range(len(events)), key=times.__getitem__)  # stable: file order for ties
+    return [events[i] for i in order]
 
 
 # -- context: where in the code an event surfaced ----------------------------------------
@@ -138,6 +135,8 @@ class Context:
                     break
                 distance = min(abs(clue.source.end_line - source.line), abs(clue.source.line - source.end_line))
                 near.append((distance, clue))
+        if not near:  # most events: no traceback in their files
+            return []
         near.sort(key=lambda item: item[0])
         return [clue for _, clue in near]
 
@@ -185,7 +184,7 @@ def attribute(events: list[Event], context: Context) -> None:
                     event.method = task.get("method")
                 break
         component = component_of(identity_of(event))
-        if component is None and event.kind != "watchdog_timeout":
+        if component is None and clues_near and event.kind != "watchdog_timeout":
             component, _where = phase_of(clues_near)
         event.component = component
 
@@ -207,12 +206,13 @@ def group(events: list[Event]) -> list[Incident]:
     follows one (or follows a failure already in its cascade: a kill, then a rank hanging
     in a collective, then its watchdog abort, then its death) joins it. The failures left
     open incidents of their own, deaths before the timeouts they cause."""
+    failures = [e for e in events if e.kind in FAILURES]  # a few among tens of thousands of samples
     incidents: list[Incident] = []
-    for event in events:
+    for event in failures:
         if event.kind in MEMORY_FAILURES:
             _join_or_open(incidents, incidents, event)
     rest = []
-    for event in events:
+    for event in failures:
         if event.kind in OTHER_FAILURES:
             home = _home(incidents, event)
             if home is None:
@@ -424,12 +424,12 @@ def correlate(events: list[Event], clues: list[Clue]) -> tuple[list[Event], list
     context = Context(clues)
     attribute(ordered, context)
     incidents = group(ordered)
-    readings = samples(ordered)
+    trends = Trends(ordered)
     for number, incident in enumerate(incidents, 1):
         incident.id = f"i{number}"
         explain(incident, context)
         if incident.memory:
-            incident.trend, seen = trend(readings, incident.memory, incident.root.time)
+            incident.trend, seen = trends.before(incident.memory, incident.root.time)
             if seen:
                 incident.evidence.append(f"memory trend: {seen}")
     return ordered, incidents
