@@ -37,6 +37,7 @@ from lark.exceptions import LarkError, UnexpectedInput
 DIRECTIVE = re.compile(r"^//!\s*(\w+):\s?(.*)$")
 TO_ZERO = str.maketrans("123456789", "000000000")  # ASCII digits; others never reach a number token
 MAX_SHAPES = 4096
+_SUBTREE, _READ, _KEEP = range(3)  # what a shape plan does with a child
 
 
 @dataclass(slots=True)
@@ -88,32 +89,45 @@ class Family:
 
 
     def _parse_shape(self, text: str) -> tuple[Any, bool]:
-        """Parse once per line shape (every digit read as 0) and reuse the tree, its tokens
-        refilled from the line: memory lines come by the hundred thousand, in a few shapes.
-        Digit-for-digit masking keeps every token's position, so the refill is exact."""
+        """Parse once per line shape (every digit read as 0) and reuse the tree, its numbers
+        read again from each line: memory lines come by the hundred thousand, in a few
+        shapes. Digit-for-digit masking keeps every token's position, so the refill is exact."""
         shape = text.translate(TO_ZERO)
         cached = self.shapes.get(shape)
         if cached is None:
             if len(self.shapes) >= MAX_SHAPES:
                 self.shapes.clear()
-            cached = self.shapes[shape] = parse_prefix(self.parser, shape)
-        tree, complete = cached
-        if tree is None or not complete:  # a cut line: its own parse, its own prefix
+            tree, complete = parse_prefix(self.parser, shape)
+            cached = self.shapes[shape] = (None if tree is None else self._plan(tree), complete)
+        plan, complete = cached
+        if plan is None or not complete:  # a cut line: its own parse, its own prefix
             tree, complete = parse_prefix(self.parser, text)
             return ([] if tree is None else self.transformer.transform(tree)), complete
-        return self._refill(tree, text), complete
+        return self._refill(plan, text), complete
 
-    def _refill(self, tree: Tree, text: str) -> Any:
-        """Transform `tree` with its tokens read from `text` at their own positions: the
-        refill and the Transformer's walk in one pass (the families use plain rule methods)."""
-        children = [
-            self._refill(child, text) if isinstance(child, Tree)
-            else Token(child.type, text[child.start_pos : child.end_pos]) if isinstance(child, Token)
-            else child
+    def _plan(self, tree: Tree) -> tuple[Any, str, list[tuple[int, Any]]]:
+        """A shape's tree made ready for refills: its rule's Transformer method, and per
+        child a sub-plan, a token to read again from the line (one with a digit in it),
+        or a child to pass as it is (a token without digits is the same in every line)."""
+        parts = [
+            (_SUBTREE, self._plan(child)) if isinstance(child, Tree)
+            else (_READ, child) if isinstance(child, Token) and "0" in child
+            else (_KEEP, child)
             for child in tree.children
         ]
-        method = getattr(self.transformer, tree.data, None)
-        return method(children) if method is not None else Tree(tree.data, children)
+        return getattr(self.transformer, tree.data, None), tree.data, parts
+
+    def _refill(self, plan: tuple[Any, str, list[tuple[int, Any]]], text: str) -> Any:
+        """Transform a shape's tree with its numbers read from `text`: the refill and the
+        Transformer's walk in one pass (the families use plain rule methods)."""
+        method, rule, parts = plan
+        children = [
+            self._refill(part, text) if how == _SUBTREE
+            else Token(part.type, text[part.start_pos : part.end_pos]) if how == _READ
+            else part
+            for how, part in parts
+        ]
+        return method(children) if method is not None else Tree(rule, children)
 
 
 def parse_prefix(parser: Lark, text: str) -> tuple[Any, bool]:
