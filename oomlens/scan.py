@@ -77,8 +77,9 @@ def _fullness(drafts: list[dict]) -> tuple[int, int]:
 
 
 class Trigger:
-    """All families' triggers as one bytes regex with a named group per family, plus the
-    lines where Ray announces the actor or task a worker runs.
+    """All families' triggers as one bytes regex with a group per family, plus the lines
+    where Ray announces the actor or task a worker runs. A match's family is looked up
+    by its `lastindex` (RE2's `lastgroup` rebuilds a name table at every call).
 
     RE2 runs the alternation as a DFA, about 150 times faster than `re`, which tries every
     alternative at every byte (lines.fast_regex). Where hyperscan is installed, its SIMD
@@ -87,20 +88,22 @@ class Trigger:
     matches within one line (tests/test_prefilter.py)."""
 
     def __init__(self, fams: tuple[Family, ...]) -> None:
-        self.families: dict[str, Family | None] = {f"f{i}": fam for i, fam in enumerate(fams)}
-        self.families["announced"] = None
-        alternatives = {f"f{i}": [f"(?:{t})" for t in fam.triggers] for i, fam in enumerate(fams)}
-        alternatives["announced"] = [ANNOUNCED]
-        self.regex = fast_regex("|".join(f"(?P<{name}>{'|'.join(alts)})" for name, alts in alternatives.items()).encode())
-        self.lines = Prefilter([t for alts in alternatives.values() for t in alts])
+        alternatives = [[f"(?:{t})" for t in fam.triggers] for fam in fams] + [[ANNOUNCED]]
+        pattern = "|".join(f"({'|'.join(alts)})" for alts in alternatives).encode()
+        self.regex = fast_regex(pattern)
+        # the family of each capturing group: the triggers' own groups belong to theirs
+        self.by_group: list[Family | None] = [None]
+        for fam, alts in zip([*fams, None], alternatives):
+            inner = re.compile("|".join(alts).encode()).groups
+            self.by_group += [fam] * (inner + 1)
+        self.lines = Prefilter([t for alts in alternatives for t in alts])
 
     def finditer(self, data: bytes, pos: int, end: int) -> Iterator[tuple[int, Family | None]]:
         """(offset, family) of each hit in data[pos:end]; the family is None where a worker
         file announces its actor or task."""
         for lo, hi in self.lines.spans(data, pos, end) if self.lines.usable else [(pos, end)]:
             for m in self.regex.finditer(data, lo, hi):
-                group = m.lastgroup
-                yield m.start(), self.families[group.decode() if isinstance(group, bytes) else group]
+                yield m.start(), self.by_group[m.lastindex]
 
 
 _TRIGGERS: dict[tuple[int, ...], Trigger] = {}  # the Trigger holds its families: ids stay theirs

@@ -23,8 +23,8 @@ def test_every_trigger_compiles_in_re2_and_finds_what_re_finds():
     slow = re.compile(trigger.regex.pattern)
     data = b"".join(p.read_bytes() for p in sorted(REAL.glob("*.log")))
     data += (SESSIONS / "ray2.60-b-rl-actor-oom" / "driver-console.log").read_bytes()
-    fast_hits = [(m.start(), m.lastgroup.decode()) for m in trigger.regex.finditer(data)]
-    slow_hits = [(m.start(), m.lastgroup) for m in slow.finditer(data)]
+    fast_hits = [(m.start(), trigger.by_group[m.lastindex]) for m in trigger.regex.finditer(data)]
+    slow_hits = [(m.start(), trigger.by_group[m.lastindex]) for m in slow.finditer(data)]
     assert isinstance(trigger.regex, re2._Regexp)
     assert fast_hits == slow_hits and len(fast_hits) > 100
 
@@ -42,11 +42,11 @@ def test_hyperscan_lines_then_re2_find_the_same_hits_as_re2_alone():
     trigger = Trigger(families())
     assert trigger.lines.usable, "every trigger compiles in hyperscan"
     data = _all_fixture_bytes()
-    whole = [(m.start(), m.lastgroup) for m in trigger.regex.finditer(data)]
-    lines = [(pos, fam.name if fam else None) for pos, fam in trigger.finditer(data, 0, len(data))]
-    names = {f"f{i}".encode(): fam.name for i, fam in enumerate(families())} | {b"announced": None}
-    assert lines == [(pos, names[group]) for pos, group in whole]
-    assert len(lines) > 1000 and None in {name for _, name in lines}
+    whole = [(m.start(), trigger.by_group[m.lastindex]) for m in trigger.regex.finditer(data)]
+    lines = list(trigger.finditer(data, 0, len(data)))
+    assert lines == whole
+    assert len(lines) > 1000 and any(fam is None for _, fam in lines)
+    assert {fam.name for _, fam in lines if fam} == {fam.name for fam in families()}
 
 
 def test_hits_inside_a_window_of_the_data():
@@ -55,9 +55,8 @@ def test_hits_inside_a_window_of_the_data():
     trigger = Trigger(families())
     data = b"x CUDA out of memory. Tried\n:actor_name:Foo\nKilled process 12 (python)\nWatchdog caught collective operation timeout"
     for pos, end in ((0, len(data)), (3, len(data)), (2, 60), (30, len(data) - 5)):
-        found = [(p, fam.name if fam else None) for p, fam in trigger.finditer(data, pos, end)]
-        names = {f"f{i}".encode(): fam.name for i, fam in enumerate(families())} | {b"announced": None}
-        assert found == [(m.start(), names[m.lastgroup]) for m in trigger.regex.finditer(data, pos, end)], (pos, end)
+        found = list(trigger.finditer(data, pos, end))
+        assert found == [(m.start(), trigger.by_group[m.lastindex]) for m in trigger.regex.finditer(data, pos, end)], (pos, end)
 
 
 def test_last_stamp_with_hyperscan_is_last_stamp_with_re2_alone(monkeypatch):
