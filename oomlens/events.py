@@ -66,6 +66,9 @@ class Source:
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "line": self.line, "end_line": self.end_line}
 
+    def __reduce__(self) -> tuple:
+        return Source, (self.path, self.line, self.end_line)  # for the process pool: a tuple pickles fast
+
 
 @dataclass(slots=True)
 class Event:
@@ -93,6 +96,11 @@ class Event:
             raise ValueError(f"unknown event kind {self.kind!r}")
         if not self.sources:
             self.sources = [self.source]
+
+    def __reduce__(self) -> tuple:
+        """Events cross from the worker processes as plain tuples: slots dataclasses pickle
+        through a generated __getstate__, about twice as slow."""
+        return Event, tuple(getattr(self, name) for name in Event.__slots__)
 
     def to_dict(self) -> dict[str, Any]:
         """The contract-v1 object (plus `sources` and `time_inferred`, both additive)."""
