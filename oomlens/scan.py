@@ -20,6 +20,19 @@ from .events import CLUE_KINDS, Clue, Event, Source
 from .grammars import Family, families
 from .lines import Line, Prefilter, Stamp, fast_regex, last_stamp, peel
 
+try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
+    from stringzilla import count as _count
+
+    def newlines(data: bytes, start: int, end: int) -> int:
+        """The line breaks in data[start:end]: every byte read is counted once, for line numbers."""
+        return _count(data, "\n", start, end)
+
+except ImportError:
+
+    def newlines(data: bytes, start: int, end: int) -> int:
+        """The line breaks in data[start:end]: every byte read is counted once, for line numbers."""
+        return data.count(b"\n", start, end)
+
 CHUNK = 4 << 20  # bytes read at a time
 MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most this much of a line
 OVERLAP = 4 << 10  # bytes of a piece of a long line read again with the next piece
@@ -175,7 +188,7 @@ class Scanner:
                 self._count_long_lines(data, keep, base, eof)
                 base += keep
                 counted_pos, counted_lines = self._counted if self._counted[0] <= keep else (0, 0)
-                line_base += counted_lines + data.count(b"\n", counted_pos, keep)
+                line_base += counted_lines + newlines(data, counted_pos, keep)
                 self.lines_read = line_base - 1
                 if eof:
                     if not data.endswith(b"\n"):
@@ -233,7 +246,7 @@ class Scanner:
                 pos += codecs.utf_8_decode(view[pos:stop], "strict", stop == end)[1]
             except UnicodeDecodeError as err:
                 bad = pos + err.start
-                line += data.count(b"\n", counted_pos, bad)
+                line += newlines(data, counted_pos, bad)
                 counted_pos = bad
                 if line != self._bad_line:  # a long line read in pieces counts once
                     self._bad_lines += 1
@@ -263,7 +276,7 @@ class Scanner:
             if not eof and fam.max_lines > 1 and cut - start < MAX_BLOCK:
                 self._stamp_before(data, start)  # remember the context the next round cannot see
                 return start  # a block that may run past this chunk: scan it with the next one
-            counted_lines += data.count(b"\n", counted_pos, start)
+            counted_lines += newlines(data, counted_pos, start)
             counted_pos = start
             self._counted = (counted_pos, counted_lines)  # the chunk's line count goes on from here
             block = self._block(data, start, pos, fam, line_base + counted_lines)

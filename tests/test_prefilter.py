@@ -99,3 +99,15 @@ def test_not_utf8_prefilter_says_exactly_what_the_codec_says():
         assert NOT_UTF8.any(data, 0, len(data)) is not valid, data
         verdicts[valid] += 1
     assert min(verdicts.values()) > 3000
+
+
+def test_newlines_counts_what_bytes_count_counts():
+    """Line numbers come from `scan.newlines` (StringZilla when installed)."""
+    import random
+
+    from oomlens.scan import newlines
+
+    data = bytearray(_all_fixture_bytes())
+    rng = random.Random(3)
+    spans = [sorted(rng.sample(range(len(data)), 2)) for _ in range(500)] + [[0, len(data)], [5, 5]]
+    assert [newlines(data, a, b) for a, b in spans] == [data.count(b"\n", a, b) for a, b in spans]
