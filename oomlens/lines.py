@@ -318,18 +318,19 @@ class Prefilter:
         self.database.scan(memoryview(data)[pos:end], match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(pos + to))
         return ends
 
-    def spans(self, data: bytes, pos: int, end: int) -> list[tuple[int, int]]:
-        """(start, stop) of each run of lines of data[pos:end] holding a match, in order."""
-        found: list[tuple[int, int]] = []
+    def spans(self, data: bytes, pos: int, end: int) -> list[tuple[int, int, int]]:
+        """(start, stop, last) of each run of lines of data[pos:end] holding a match, in
+        order; `last` is where the last match in the run ends (none can end later)."""
+        found: list[tuple[int, int, int]] = []
         for stop in sorted(self._ends(data, pos, end)):
-            last = stop - 1  # the match's last byte: its line is the span
-            if found and last < found[-1][1]:
+            if found and stop <= found[-1][1]:  # in the run already
+                found[-1] = (found[-1][0], found[-1][1], stop)
                 continue
-            lo, hi = _line_around(data, last, pos, end)
+            lo, hi = _line_around(data, stop - 1, pos, end)  # the line of the match's last byte
             if found and lo <= found[-1][1]:
-                found[-1] = (found[-1][0], hi)
+                found[-1] = (found[-1][0], hi, stop)
             else:
-                found.append((lo, hi))
+                found.append((lo, hi, stop))
         return found
 
     def any(self, data: bytes, pos: int, end: int) -> bool:

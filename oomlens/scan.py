@@ -114,9 +114,10 @@ class Trigger:
     def finditer(self, data: bytes, pos: int, end: int) -> Iterator[tuple[int, Family | None]]:
         """(offset, family) of each hit in data[pos:end]; the family is None where a worker
         file announces its actor or task."""
-        for lo, hi in self.lines.spans(data, pos, end) if self.lines.usable else [(pos, end)]:
-            for m in self.regex.finditer(data, lo, hi):
-                yield m.start(), self.by_group[m.lastindex]
+        for at, hi, last in self.lines.spans(data, pos, end) if self.lines.usable else [(pos, end, end)]:
+            while at < last and (m := self.regex.search(data, at, hi)) is not None:  # finditer, but
+                yield m.start(), self.by_group[m.lastindex]  # no search past the last match's end
+                at = m.end()
 
 
 _TRIGGERS: dict[tuple[int, ...], Trigger] = {}  # the Trigger holds its families: ids stay theirs
