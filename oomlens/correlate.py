@@ -89,11 +89,12 @@ def one_clock(events: list[Event]) -> list[Event]:
     An event with no time at all keeps its place after the last timed event of its file."""
     years = [int(e.time[:4]) for e in events if e.time]
     year = max(set(years), key=years.count) if years else None
+    run_year = f"{year}-"  # the clock time is exact; only the year is borrowed
     last_in_file: dict[str, float] = {}
     times = []
     for event in events:
         if event.time is None and year and (local := event.fields.get("local_time")):
-            event.time = f"{year}-{local}"  # the clock time is exact; only the year is borrowed
+            event.time = run_year + local
             event.fields["year_inferred"] = True
         if event.time:
             t = last_in_file[event.source.path] = epoch(event.time)
@@ -130,7 +131,8 @@ class Context:
                 continue
             lo, hi = source.line - CONTEXT_BEFORE, source.end_line + CONTEXT_AFTER
             # blocks of one file never overlap, so their ends rise with their starts
-            for clue in found[bisect.bisect_left(self.ends[source.path], lo) :]:
+            for i in range(bisect.bisect_left(self.ends[source.path], lo), len(found)):  # no copy of the list's tail
+                clue = found[i]
                 if clue.source.line > hi:
                     break
                 distance = min(abs(clue.source.end_line - source.line), abs(clue.source.line - source.end_line))
@@ -422,13 +424,14 @@ def correlate(events: list[Event], clues: list[Clue]) -> tuple[list[Event], list
     """The events on one clock, and the incidents they form in time order, each explained."""
     ordered = one_clock(events)
     context = Context(clues)
-    attribute(ordered, context)
+    attribute(events, context)  # each event on its own: in the order they were read, which is their order in memory
     incidents = group(ordered)
-    trends = Trends(ordered)
+    trends = None  # read only when an incident needs them: a healthy run has none
     for number, incident in enumerate(incidents, 1):
         incident.id = f"i{number}"
         explain(incident, context)
         if incident.memory:
+            trends = trends or Trends(ordered)
             incident.trend, seen = trends.before(incident.memory, incident.root.time)
             if seen:
                 incident.evidence.append(f"memory trend: {seen}")

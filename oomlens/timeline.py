@@ -139,9 +139,12 @@ def _gpu_memory(event: Event, out: list[Reading]) -> tuple:
     process = _process(event)
     label, total = f.get("label"), f.get("total_bytes")
     used, allocated, reserved, cpu_used = f.get("used_bytes"), f.get("allocated_bytes"), f.get("reserved_bytes"), f.get("cpu_used_bytes")
-    for metric, value in (("used", used), ("allocated", allocated), ("reserved", reserved)):
-        if value is not None:
-            out.append((time, node, pid, process, rank, gpu, memory, metric, int(value), total, label, number))
+    if used is not None:
+        out.append((time, node, pid, process, rank, gpu, memory, "used", int(used), total, label, number))
+    if allocated is not None:
+        out.append((time, node, pid, process, rank, gpu, memory, "allocated", int(allocated), total, label, number))
+    if reserved is not None:
+        out.append((time, node, pid, process, rank, gpu, memory, "reserved", int(reserved), total, label, number))
     if cpu_used is not None:
         out.append((time, node, pid, process, rank, gpu, "host", "used", int(cpu_used), None, "perf/cpu_memory_used_gb", number))
     return (pid, label, allocated, reserved, used, cpu_used)
@@ -187,7 +190,8 @@ def epoch(time: str) -> float:
     return datetime.fromisoformat(time).timestamp()
 
 
-POINT_IN_TIME = ("CUDA OOM", "node", "Top 10", "killed")  # labels of readings that are no series
+SERIES_METRICS = frozenset(("used", "allocated"))
+POINT_IN_TIME = frozenset(("CUDA OOM", "node", "Top 10", "killed"))  # labels of readings that are no series
 
 
 class Trends:
@@ -202,18 +206,18 @@ class Trends:
         # (memory, node, pid, rank, label, metric) -> positions of the series' readings
         self.series: dict[tuple, list[int]] = {}
         self.seen: dict[tuple[str, float | None], tuple[str | None, str | None]] = {}
+        times, series = self.times, self.series
         last_time, t = None, None
         for position, (time, node, pid, _, rank, _, memory, metric, _, _, label, _) in enumerate(self.readings):
             if time is not last_time:  # the readings of one line come together
                 last_time, t = time, epoch(time) if time else None
-            self.times.append(t)
-            if metric in ("used", "allocated") and label not in POINT_IN_TIME:
+            times.append(t)
+            if metric in SERIES_METRICS and label not in POINT_IN_TIME:
                 key = (memory, node, pid, rank, label, metric)
-                positions = self.series.get(key)
-                if positions is None:
-                    self.series[key] = [position]
+                if key in series:
+                    series[key].append(position)
                 else:
-                    positions.append(position)
+                    series[key] = [position]
 
     def before(self, memory: str, until: str | None) -> tuple[str | None, str | None]:
         """('growth' | 'jump' | None, a sentence saying what was seen) for one memory kind,
