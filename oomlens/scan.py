@@ -158,19 +158,25 @@ class Scanner:
         scanned in pieces as it comes (each piece keeps the last OVERLAP bytes of the one
         before, so a trigger cut in two is found whole), never held whole."""
         data = bytearray()  # what the round before left unscanned, then the chunk read after it
+        kept = 0  # bytes at the front of `data` left unscanned by the round before
         begin = 0  # hits before this offset of `data` were taken in the round before
         base = 0  # offset in the stream of the first byte of `data`
         line_base = 1  # line number of the first byte of `data`
         failure: OSError | None = None
         try:
             while True:
+                # one buffer for the whole stream, read into in place: a new chunk object each
+                # round (and a new carry + chunk one) cost fresh memory, so page faults
+                if len(data) < kept + CHUNK:
+                    data.extend(bytes(kept + CHUNK - len(data)))
                 try:
-                    chunk = stream.read(CHUNK)
+                    with memoryview(data) as view:
+                        got = stream.readinto(view[kept : kept + CHUNK]) or 0
                 except OSError as err:  # scan what was read before, then tell
-                    chunk, failure = b"", err
-                eof = not chunk
-                self.bytes_read += len(chunk)
-                data += chunk  # one buffer, reused: no new copy of every chunk with its carry
+                    got, failure = 0, err.with_traceback(None)  # its frames would still hold the buffer
+                del data[kept + got :]
+                eof = got == 0
+                self.bytes_read += got
                 if not data:
                     break
                 cut = len(data) if eof else data.rfind(b"\n") + 1
@@ -178,6 +184,7 @@ class Scanner:
                 if piece:  # the last line is already too long to wait for its end
                     cut = len(data) - OVERLAP
                 elif not eof and cut == 0:
+                    kept = len(data)
                     continue
                 if self.ctx.year is None and base == 0:  # the head of a file tells its year, if any
                     m = YEAR.search(data, 0, min(cut, 1 << 16))
@@ -195,7 +202,8 @@ class Scanner:
                     if not data.endswith(b"\n"):
                         self.lines_read += 1
                     break
-                del data[:keep]
+                kept = len(data) - keep
+                data[:kept] = data[keep:]
                 begin = done - keep
                 self._stamp_pos = max(0, self._stamp_pos - keep)
             if failure is not None:
