@@ -12,11 +12,15 @@ actor name, rank) become the line's context.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import os
+import platform
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 
@@ -302,12 +306,11 @@ class Prefilter:
             import hyperscan
         except ImportError:
             return
-        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         try:
-            database.compile(expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))), elements=len(patterns))
+            self.database = _compiled(hyperscan, patterns)
         except hyperscan.error:
             return
-        self.database, self.terminated = database, hyperscan.ScanTerminated
+        self.terminated = hyperscan.ScanTerminated
 
     @property
     def usable(self) -> bool:
@@ -349,6 +352,30 @@ class Prefilter:
         """Where the last match in data[pos:end] ends, if there is one."""
         ends = self._ends(data, pos, end)
         return max(ends) if ends else None
+
+
+def _compiled(hyperscan, patterns: list[str]):  # noqa: ANN001, ANN202 - the module, a hyperscan.Database
+    """A block-mode database of `patterns`, kept compiled in the user's cache folder (as
+    lark keeps its parsers): compiling the triggers costs every process about 60 ms, loading
+    them well under one. A cache that cannot be read or written is only slower."""
+    key = hashlib.sha256("\n".join([hyperscan.__version__, platform.machine(), *patterns]).encode()).hexdigest()[:24]
+    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "oomlens" / f"hyperscan-{key}.db"
+    try:
+        database = hyperscan.loadb(path.read_bytes(), hyperscan.HS_MODE_BLOCK)
+        database.scratch = hyperscan.Scratch(database)
+        return database
+    except (OSError, hyperscan.error):
+        pass
+    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    database.compile(expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))), elements=len(patterns))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}")
+        partial.write_bytes(hyperscan.dumpb(database))
+        os.replace(partial, path)  # whole or not at all, whichever process writes it
+    except OSError:
+        pass
+    return database
 
 
 def _line_around(data: bytes, at: int, pos: int, end: int) -> tuple[int, int]:

@@ -111,3 +111,20 @@ def test_newlines_counts_what_bytes_count_counts():
     rng = random.Random(3)
     spans = [sorted(rng.sample(range(len(data)), 2)) for _ in range(500)] + [[0, len(data)], [5, 5]]
     assert [newlines(data, a, b) for a, b in spans] == [data.count(b"\n", a, b) for a, b in spans]
+
+
+def test_compiled_prefilters_are_cached_and_a_bad_cache_is_rebuilt(tmp_path, monkeypatch):
+    """Databases are kept in the user's cache folder; a damaged file there is compiled again."""
+    pytest.importorskip("hyperscan")
+    from oomlens.lines import Prefilter
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    data = b"x\nINFO 11-21 15:31:51 [metrics.py:351] ok\nCUDA out of memory. Tried\n"
+    fresh = Prefilter(["CUDA out of memory", r"\d\d:\d\d:\d\d"])
+    [cached_file] = (tmp_path / "oomlens").glob("hyperscan-*.db")
+    loaded = Prefilter(["CUDA out of memory", r"\d\d:\d\d:\d\d"])
+    cached_file.write_bytes(b"not a database")
+    rebuilt = Prefilter(["CUDA out of memory", r"\d\d:\d\d:\d\d"])
+    assert fresh.spans(data, 0, len(data)) == loaded.spans(data, 0, len(data)) == rebuilt.spans(data, 0, len(data))
+    assert fresh.spans(data, 0, len(data)) == [(2, len(data), len(data) - 8)]
+    assert cached_file.read_bytes() != b"not a database"  # written again
