@@ -317,7 +317,7 @@ class Scanner:
     ) -> tuple[int, "_Block", list[dict]] | None:
         first_raw, nxt, n_phys = _logical_line(data, start, unwrap)
         # a progress bar rewrites its line with \r: the hit's segment is the message
-        seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1
+        seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1 if "\r" in first_raw.rstrip("\r\n") else 0
         head = peel(first_raw[seg_start:].split("\r", 1)[0])
         m = fam.start.search(head.text)
         if m is None:
