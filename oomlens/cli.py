@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import sys
-from collections.abc import Iterator
 
 import click
 
@@ -100,12 +97,7 @@ def report(paths: tuple[str, ...], output: str, jobs: int | None) -> None:
 
 def _write(diagnosis: Diagnosis, fmt: str) -> None:
     if fmt == "json":
-        import orjson
-
-        with _collector_paused():
-            document = orjson.dumps(diagnosis.to_dict(), option=orjson.OPT_INDENT_2)
-        sys.stdout.buffer.write(document)
-        sys.stdout.buffer.write(b"\n")  # not `document + b"\n"`: a copy of tens of megabytes
+        diagnosis.write_json(sys.stdout.buffer)
     elif fmt == "jsonl":
         import orjson
 
@@ -120,19 +112,6 @@ def _write(diagnosis: Diagnosis, fmt: str) -> None:
 
         click.echo(render(diagnosis))
     sys.stdout.flush()
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The JSON document is tens of thousands of fresh dicts, none in a reference cycle; the
-    cycle collector would only walk them, and every event with them, again and again."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @main.command()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .correlate import Incident, component_of, correlate
 from .events import COMPONENTS, KINDS, Clue, Event
@@ -18,6 +21,7 @@ if TYPE_CHECKING:
     import pandas
 
 CONTRACT_VERSION = 1
+EVENTS_PER_WRITE = 256  # write_json: small enough that each slice's dicts reuse the last one's memory
 CONFIDENT = 0.5  # below this the verdict names no memory kind: a wrong guess is worse than none
 
 
@@ -63,13 +67,35 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON contract (DESIGN.md, version 1; extra keys are additive)."""
+        return self._contract([e.to_dict() for e in self.events])
+
+    def _contract(self, events: list[dict[str, Any]]) -> dict[str, Any]:
         return {
             "oomlens": CONTRACT_VERSION,
             "inputs": [i.to_dict() for i in self.inputs],
-            "events": [e.to_dict() for e in self.events],
+            "events": events,
             "incidents": [self.incident_dict(i) for i in self.incidents],
             "verdict": self.verdict,
         }
+
+    def write_json(self, stream: BinaryIO) -> None:
+        """Write to_dict() as indented JSON (what `parse --format json` prints) a few events
+        at a time: a long run's document is tens of megabytes, and made whole it would cost
+        as much again in fresh memory, which takes longer to get than to fill."""
+        import orjson
+
+        head = orjson.dumps(self._contract([]), option=orjson.OPT_INDENT_2)
+        # the first '"events": [' is the key: a quote inside a string is escaped
+        cut = head.index(b'"events": [') + len(b'"events": [')
+        stream.write(head[:cut])
+        with _collector_paused():  # each slice's dicts are gone before the next is made
+            for start in range(0, len(self.events), EVENTS_PER_WRITE):
+                part = orjson.dumps([e.to_dict() for e in self.events[start : start + EVENTS_PER_WRITE]], option=orjson.OPT_INDENT_2)
+                # part is '[\n  {...},\n  {...}\n]': its events go one level deeper in the document
+                stream.write(b",\n  " if start else b"\n  ")
+                stream.write(part[2:-2].replace(b"\n", b"\n  "))
+        stream.write(b"\n  " + head[cut:] if self.events else head[cut:])
+        stream.write(b"\n")
 
     def to_frame(self) -> pandas.DataFrame:
         """One row per event, sizes in bytes, times as datetimes: for notebooks and dashboards.
@@ -173,16 +199,33 @@ def fingerprint(incident: Incident, framework: str | None) -> str:
 
 def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue]) -> Diagnosis:
     """Correlate the events, choose remedies and say the verdict."""
-    ordered, incidents = correlate(events, clues)
-    for number, event in enumerate(ordered, 1):
-        event.id = f"e{number}"
-    text = evidence_text(events, clues)
-    framework = detect_framework(text)
-    diagnosis = Diagnosis(inputs, ordered, incidents, framework=framework, versions=detect_versions(text, events), clues=clues)
-    for incident in incidents:
-        diagnosis.remedies[incident.id or ""] = remedies_for(incident, framework, clues, text)
-    diagnosis.verdict = verdict(incidents, clues, diagnosis)
+    with _collector_paused():
+        ordered, incidents = correlate(events, clues)
+        for number, event in enumerate(ordered, 1):
+            event.id = f"e{number}"
+        text = evidence_text(events, clues)
+        framework = detect_framework(text)
+        diagnosis = Diagnosis(inputs, ordered, incidents, framework=framework, versions=detect_versions(text, events), clues=clues)
+        for incident in incidents:
+            diagnosis.remedies[incident.id or ""] = remedies_for(incident, framework, clues, text)
+        diagnosis.verdict = verdict(incidents, clues, diagnosis)
     return diagnosis
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector (as it was before, after) while a long run is diagnosed
+    or written: hundreds of thousands of tuples and dicts, none in a reference cycle. The
+    collector would find nothing, and walk each of them, and the events they point to, on
+    the way. What is still there at the end it walks once at its next round, so this is
+    only for work that leaves little behind."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def verdict(incidents: list[Incident], clues: list[Clue], diagnosis: Diagnosis) -> dict[str, Any] | None:

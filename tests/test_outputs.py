@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
 
+import orjson
+import pytest
 from click.testing import CliRunner
 
-from conftest import REAL, SESSIONS
+from conftest import REAL, SESSIONS, fixture_inputs
+from oomlens import analyze, diagnosis
 from oomlens.cli import main
 
 SESSION = str(SESSIONS / "ray2.60-b-rl-actor-oom")
@@ -67,3 +71,17 @@ def test_every_real_excerpt_renders_in_every_format():
         for fmt in ("table", "json", "jsonl", "markdown"):
             result = run("parse", str(path), "--format", fmt)
             assert result.exit_code == 0, f"{path.name} --format {fmt}: {result.output[-300:]}"
+
+
+@pytest.mark.parametrize("per_write", [1, 2, 256])
+def test_json_written_in_slices_is_the_contract_dumped_whole(per_write, monkeypatch):
+    """`parse --format json` writes the events a slice at a time; the bytes must be those of
+    the whole document, indented, whatever the slice size and however many events."""
+    monkeypatch.setattr(diagnosis, "EVENTS_PER_WRITE", per_write)
+    for path in [p for p in fixture_inputs() if "ray2.60" in str(p)] + [REAL / "007_verl_2151.log"]:
+        found = analyze(str(path))
+        for events in (found.events, found.events[:3], []):
+            found.events = events
+            out = io.BytesIO()
+            found.write_json(out)
+            assert out.getvalue() == orjson.dumps(found.to_dict(), option=orjson.OPT_INDENT_2) + b"\n", f"{path.name}: {len(events)} events"
