@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 CONTRACT_VERSION = 1
 EVENTS_PER_WRITE = 256  # write_json: small enough that each slice's dicts reuse the last one's memory
+SLICE_OPEN, SLICE_CLOSE = b'{\n  "events": [\n', b"\n  ]\n}"  # around a slice of events, indented
 CONFIDENT = 0.5  # below this the verdict names no memory kind: a wrong guess is worse than none
 
 
@@ -90,10 +91,11 @@ class Diagnosis:
         stream.write(head[:cut])
         with _collector_paused():  # each slice's dicts are gone before the next is made
             for start in range(0, len(self.events), EVENTS_PER_WRITE):
-                part = orjson.dumps([e.to_dict() for e in self.events[start : start + EVENTS_PER_WRITE]], option=orjson.OPT_INDENT_2)
-                # part is '[\n  {...},\n  {...}\n]': its events go one level deeper in the document
-                stream.write(b",\n  " if start else b"\n  ")
-                stream.write(part[2:-2].replace(b"\n", b"\n  "))
+                events = [e.to_dict() for e in self.events[start : start + EVENTS_PER_WRITE]]
+                # under an "events" key, as in the document, the events are indented as there
+                part = orjson.dumps({"events": events}, option=orjson.OPT_INDENT_2)
+                stream.write(b",\n" if start else b"\n")
+                stream.write(memoryview(part)[len(SLICE_OPEN) : -len(SLICE_CLOSE)])
         stream.write(b"\n  " + head[cut:] if self.events else head[cut:])
         stream.write(b"\n")
 
