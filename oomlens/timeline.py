@@ -58,7 +58,7 @@ def samples(events: list[Event]) -> list[Sample]:
 
 
 Reading = tuple  # a Sample's fields in their order, as a plain tuple
-BYTES = [f.name for f in fields(Sample)].index("bytes")
+BYTES, TOTAL_BYTES = ([f.name for f in fields(Sample)].index(name) for name in ("bytes", "total_bytes"))
 
 
 def readings(events: list[Event]) -> list[Reading]:
@@ -185,8 +185,8 @@ READERS: dict[str, Callable[[Event, list[Reading]], tuple | None]] = {
 
 @functools.lru_cache(maxsize=1 << 16)
 def epoch(time: str) -> float:
-    """Seconds of an ISO time; cached, for the samples of one line share their time and a
-    run has tens of thousands of them (bounded, for `oomlens watch` runs for days)."""
+    """Seconds of an ISO time, cached: the clock, the trends and the incidents ask for the
+    same times, tens of thousands of them in a long run (bounded: `oomlens watch` runs for days)."""
     return datetime.fromisoformat(time).timestamp()
 
 
@@ -255,9 +255,9 @@ class Trends:
         for (_, _, _, metric), positions in by_process.items():
             positions.sort(key=lambda i: times[i] or 0)
             for a, b in itertools.pairwise(positions):
-                before, after = Sample(*readings[a]), Sample(*readings[b])
-                total = after.total_bytes or before.total_bytes
-                if total and after.bytes - before.bytes > JUMP_MIN * total:
+                total = readings[b][TOTAL_BYTES] or readings[a][TOTAL_BYTES]
+                if total and readings[b][BYTES] - readings[a][BYTES] > JUMP_MIN * total:
+                    before, after = Sample(*readings[a]), Sample(*readings[b])
                     phase = (before.label or "").replace("Before ", "", 1) if (before.label or "").startswith("Before") else after.label
                     return "jump", f"{phase or metric}: {_gib(before.bytes)} -> {_gib(after.bytes)} of {_gib(total)} in one step"
         return None, None
