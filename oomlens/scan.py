@@ -37,7 +37,7 @@ CHUNK = 4 << 20  # bytes read at a time
 MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most this much of a line
 OVERLAP = 4 << 10  # bytes of a piece of a long line read again with the next piece
 MAX_BLOCK = 256 << 10  # a block never spans more bytes than this
-STAMP_WINDOW = 512  # bytes searched back from a hit for its time, then 8x wider each try
+STAMP_WINDOW = 512  # bytes searched back from a hit for its time, then twice as wide each try
 BACK_LINES = 40  # lines of context before a hit that a block may need (watch re-reads them)
 MAX_SKIPPED = 60  # other workers' lines skipped inside a block
 WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
@@ -405,15 +405,16 @@ class Scanner:
         """The time of the nearest stamped line before `start` in this file.
 
         Looked for in a window behind the hit that widens until a time turns up or it reaches
-        the previous lookup, whose answer then stands: each byte is searched about once."""
+        the previous lookup, whose answer then stands: each byte is searched about once. The
+        windows begin at line starts, so none cuts a time in two."""
         hi, width = start, STAMP_WINDOW
         while hi > self._stamp_pos:
-            lo = max(self._stamp_pos, hi - width)
+            lo = max(self._stamp_pos, _line_start(data, hi - width) if hi > width else 0)
             stamp = last_stamp(data, lo, hi)
             if stamp is not None:
                 self._stamp = stamp
                 break
-            hi, width = lo, width * 8
+            hi, width = lo, width * 2
         self._stamp_pos = start
         return self._stamp
 

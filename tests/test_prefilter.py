@@ -128,3 +128,19 @@ def test_compiled_prefilters_are_cached_and_a_bad_cache_is_rebuilt(tmp_path, mon
     assert fresh.spans(data, 0, len(data)) == loaded.spans(data, 0, len(data)) == rebuilt.spans(data, 0, len(data))
     assert fresh.spans(data, 0, len(data)) == [(2, len(data), len(data) - 8)]
     assert cached_file.read_bytes() != b"not a database"  # written again
+
+
+@pytest.mark.parametrize("into", [1, 5, 10, 18])
+def test_the_time_a_hit_borrows_is_the_last_one_before_it_wherever_the_window_ends(into):
+    """A time cut in two by the edge of the first search window (512 bytes behind the hit)
+    was missed, and an older time taken."""
+    import io
+
+    from oomlens.scan import STAMP_WINDOW, FileContext, Scanner
+
+    hit = b"Before state_dict() in sharding manager memory, memory allocated (GB): 2.00, memory reserved (GB): 3.00\n"
+    stamp = b"INFO 11-21 10:05:00 [metrics.py:351] Avg prompt throughput: 1.0 tokens/s\n"
+    filler = STAMP_WINDOW + into - len(stamp)  # the window's edge falls `into` bytes into the time
+    data = b"2026-11-21 09:00:00,000 start\n" + stamp + b"x" * (filler - 1) + b"\n" + hit
+    [event] = Scanner(FileContext("w.out", "worker")).events(io.BytesIO(data))
+    assert event.time == "2026-11-21T10:05:00" and event.time_inferred
