@@ -21,7 +21,7 @@ from pathlib import Path
 NODES = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
 WORKERS_PER_NODE = 8
 DAY = "2026-11-21"
-BAR = "█▏▎▍▌▋▊▉"
+BAR = "█▏▎▍▌▋▊▉"  # tqdm's full cell, then its eighths
 
 
 def _stamp(rng: random.Random, second: int) -> str:
@@ -86,7 +86,10 @@ def raylet_line(rng: random.Random, pid: int, second: int) -> str:
 
 
 def driver_line(rng: random.Random, step: int) -> str:
-    """One line of the driver console: mostly progress and forwarded chatter, a step line now and then."""
+    """One line of the driver console: mostly progress and forwarded chatter, a step line now and then.
+
+    `step` is the training step (0-1000); the progress bar is tqdm's, ten cells wide as it
+    prints when its output is not a terminal."""
     kind = rng.random()
     if kind < 0.01:
         return (
@@ -96,7 +99,9 @@ def driver_line(rng: random.Random, step: int) -> str:
         )
     if kind < 0.6:
         return f"\x1b[36m(WorkerDict pid={rng.randrange(4000, 4032)}, ip={rng.choice(NODES)})\x1b[0m wandb: Syncing run qwen2.5-7b-grpo-{rng.randrange(9)} [repeated {rng.randrange(2, 30)}x across cluster]"
-    return "Training Progress:  " + str(step * 100 // 1000) + "%|" + BAR[-1] * (step // 100) + f"| {step}/1000 [{rng.randrange(24)}:{rng.randrange(60):02d}:{rng.randrange(60):02d}<12:00:00, 43.2s/it]"
+    full, eighths = divmod(step * 80 // 1000, 8)
+    bar = (BAR[0] * full + (BAR[eighths] if eighths else "")).ljust(10)
+    return f"Training Progress: {step * 100 // 1000:3d}%|{bar}| {step}/1000 [{rng.randrange(24)}:{rng.randrange(60):02d}:{rng.randrange(60):02d}<12:00:00, 43.2s/it]"
 
 
 # -- planted incidents -----------------------------------------------------------------------
@@ -201,10 +206,10 @@ def generate(out: Path, size_mb: int, seed: int) -> dict:
             line = (
                 worker_line(rng, rank, step) if kind == "worker"
                 else raylet_line(rng, pid, second) if kind == "raylet"
-                else driver_line(rng, step)
+                else driver_line(rng, size * 1000 // target)  # training runs its 1000 steps over the file
             )
             lines.append(line)
-            size += len(line) + 1
+            size += len(line.encode()) + 1
         at = (len(lines) * (37 + rank % 50)) // 100
         if kind == "raylet" and path.parts[-3] == f"node-{NODES[1]}":
             lines[at:at] = oom_kill(victim["oom"], NODES[1], _stamp(rng, at))

@@ -13,6 +13,7 @@ its processes) and recall (every planted incident found).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -50,10 +51,13 @@ def ensure_tools() -> None:
 
 
 def ensure_tree(size_mb: int, seed: int) -> tuple[Path, dict]:
-    tree = CACHE / f"tree-{seed}-{size_mb}"
-    manifest = CACHE / f"tree-{seed}-{size_mb}.planted.json"
+    """The generated tree for this seed, size and generator (a changed generator makes a new one)."""
+    version = hashlib.sha256((HERE / "generate.py").read_bytes()).hexdigest()[:8]
+    tree = CACHE / f"tree-{seed}-{size_mb}-{version}"
+    manifest = CACHE / f"{tree.name}.planted.json"
     if not manifest.exists():
-        shutil.rmtree(tree, ignore_errors=True)
+        for stale in CACHE.glob(f"tree-{seed}-{size_mb}*"):  # an older generator's tree and manifest
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
         print(f"generating a {size_mb} MB session tree (seed {seed}) in {tree.relative_to(ROOT)}", flush=True)
         subprocess.run([sys.executable, str(HERE / "generate.py"), str(tree), "--size-mb", str(size_mb), "--seed", str(seed)], check=True)
     return tree, json.loads(manifest.read_text())
