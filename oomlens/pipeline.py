@@ -10,7 +10,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from .diagnosis import Diagnosis, diagnose
 from .events import Clue, Event, fold
 from .scan import FileContext, Scanner
-from .sources import Input, discover, reopen
+from .sources import Input, discover, reopen, text_size
 
 
 def read_input(item: Input) -> list[Event | Clue]:
@@ -60,19 +60,22 @@ def analyze(*paths: str, jobs: int | None = None, progress: Callable[[Input], No
     and pipes stream through this process. Results are merged in input order, so the
     diagnosis is the same whatever `jobs` is."""
     jobs = jobs or os.cpu_count() or 1
-    read: list[tuple[Input, list[Event | Clue] | Future]] = []
+    read: list[tuple[Input, list[Event | Clue] | Future | None]] = []
+    waiting: list[int] = []  # files found but not yet handed to the pool (their place in `read`)
     pool = ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else None
     try:
         for item in discover(list(paths)):
             if pool is not None and item.file is not None:
-                future = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node)
-                if progress:
-                    future.add_done_callback(lambda _f, it=item: progress(it))
-                read.append((item, future))
-            else:
-                read.append((item, read_input(item)))
-                if progress:
-                    progress(item)
+                waiting.append(len(read))
+                read.append((item, None))
+                continue
+            if pool is not None:  # keep the pool busy while this process reads a stream
+                _hand_out(pool, read, waiting, progress)
+            read.append((item, read_input(item)))
+            if progress:
+                progress(item)
+        if pool is not None:
+            _hand_out(pool, read, waiting, progress)
         results = [(item, _collect(item, found)) for item, found in read]
     finally:
         if pool is not None:
@@ -85,6 +88,20 @@ def analyze(*paths: str, jobs: int | None = None, progress: Callable[[Input], No
                 event.node = item.node
             (clues if isinstance(event, Clue) else events).append(event)
     return diagnose([item for item, _ in results], fold(events), clues)
+
+
+def _hand_out(
+    pool: ProcessPoolExecutor, read: list, waiting: list[int], progress: Callable[[Input], None] | None
+) -> None:
+    """Submit the waiting files, the biggest first: a big file started last would leave the
+    other processes idle while it alone is read."""
+    for index in sorted(waiting, key=lambda i: -text_size(read[i][0].file)):
+        item = read[index][0]
+        future = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node)
+        if progress:
+            future.add_done_callback(lambda _f, it=item: progress(it))
+        read[index] = (item, future)
+    waiting.clear()
 
 
 def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None) -> tuple[list[Event | Clue], int, int, list[str]]:

@@ -45,3 +45,35 @@ def test_progress_is_silent_when_not_a_terminal(monkeypatch):
     progress(Input("a.log", bytes=5_000_000))
     progress.done()
     assert pipe.getvalue() == ""
+
+
+def test_the_pool_gets_the_biggest_files_first_and_results_stay_in_input_order(tmp_path, monkeypatch):
+    """Sizes are the text a file holds: a gzip file's own trailer says it."""
+    import gzip
+
+    import zstandard
+
+    from oomlens import pipeline
+    from oomlens.sources import text_size
+
+    (tmp_path / "a.log").write_bytes(b"x\n" * 100)
+    (tmp_path / "b.log.gz").write_bytes(gzip.compress(b"y\n" * 50_000))  # small on disk, big inside
+    (tmp_path / "c.log").write_bytes(b"z\n" * 1_000)
+    (tmp_path / "d.log.zst").write_bytes(zstandard.ZstdCompressor().compress(b"w\n" * 200))
+    assert text_size(str(tmp_path / "b.log.gz")) == 100_000
+    assert text_size(str(tmp_path / "d.log.zst")) == 8 * (tmp_path / "d.log.zst").stat().st_size
+    assert text_size(str(tmp_path / "missing.log")) == 0
+
+    submitted = []
+    real_submit = pipeline.ProcessPoolExecutor.submit
+
+    def spy(self, fn, file, *args):
+        submitted.append(file.rsplit("/", 1)[-1])
+        return real_submit(self, fn, file, *args)
+
+    monkeypatch.setattr(pipeline.ProcessPoolExecutor, "submit", spy)
+    diagnosis = analyze(str(tmp_path), jobs=2)
+    assert text_size(str(tmp_path / "d.log.zst")) < 200
+    assert submitted == ["b.log.gz", "c.log", "a.log", "d.log.zst"]
+    assert [i.path.rsplit("/", 1)[-1] for i in diagnosis.inputs] == ["a.log", "b.log.gz", "c.log", "d.log.zst"]
+    assert [i.bytes for i in diagnosis.inputs] == [200, 100_000, 2_000, 400]
