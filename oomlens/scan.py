@@ -408,6 +408,8 @@ class Scanner:
         the previous lookup, whose answer then stands: each byte is searched about once. The
         windows begin at line starts, so none cuts a time in two."""
         hi, width = start, STAMP_WINDOW
+        if start - self._stamp_pos <= 8 * STAMP_WINDOW:  # a short gap since the last lookup: in one go
+            width = start - self._stamp_pos
         while hi > self._stamp_pos:
             lo = max(self._stamp_pos, _line_start(data, hi - width) if hi > width else 0)
             stamp = last_stamp(data, lo, hi)
