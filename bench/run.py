@@ -149,6 +149,9 @@ def main() -> None:
     args = parser.parse_args()
     ensure_tools()
     tree, manifest = ensure_tree(args.size_mb, args.seed)
+    # an installed oomlens has its bytecode compiled (pip does it); a checkout under
+    # PYTHONDONTWRITEBYTECODE would compile every module again at every start
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "oomlens")], check=True)
     files = sorted(str(p) for p in tree.rglob("*") if p.is_file())
     size = log_bytes(tree)
     rg_cmd = ["rg", "-c", "-z", "-j", "2", *sum((["-e", k] for k in KEYWORDS), []), str(tree)]
