@@ -323,19 +323,25 @@ class Prefilter:
         self.database.scan(memoryview(data)[pos:end], match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(pos + to))
         return ends
 
-    def spans(self, data: bytes, pos: int, end: int) -> list[tuple[int, int, int]]:
-        """(start, stop, last) of each run of lines of data[pos:end] holding a match, in
-        order; `last` is where the last match in the run ends (none can end later)."""
-        found: list[tuple[int, int, int]] = []
-        for stop in sorted(self._ends(data, pos, end)):
+    def spans(self, data: bytes, pos: int, end: int) -> list[tuple[int, int, int, set[int]]]:
+        """(start, stop, last, patterns) of each run of lines of data[pos:end] holding a match,
+        in order: where the last match of the run ends (none ends later), and the indexes of
+        the patterns that match there."""
+        hits: list[tuple[int, int]] = []
+        self.database.scan(
+            memoryview(data)[pos:end], match_event_handler=lambda pattern, _from, to, _flags, _ctx: hits.append((pos + to, pattern))
+        )
+        found: list[tuple[int, int, int, set[int]]] = []
+        for stop, pattern in sorted(hits):
             if found and stop <= found[-1][1]:  # in the run already
-                found[-1] = (found[-1][0], found[-1][1], stop)
+                lo, hi, _, patterns = found[-1]
+                found[-1] = (lo, hi, stop, patterns | {pattern})
                 continue
             lo, hi = _line_around(data, stop - 1, pos, end)  # the line of the match's last byte
             if found and lo <= found[-1][1]:
-                found[-1] = (found[-1][0], hi, stop)
+                found[-1] = (found[-1][0], hi, stop, found[-1][3] | {pattern})
             else:
-                found.append((lo, hi, stop))
+                found.append((lo, hi, stop, {pattern}))
         return found
 
     def any(self, data: bytes, pos: int, end: int) -> bool:

@@ -109,15 +109,42 @@ class Trigger:
         for fam, alts in zip([*fams, None], alternatives):
             inner = re.compile("|".join(alts).encode()).groups
             self.by_group += [fam] * (inner + 1)
+        self.members: list[Family | None] = [*fams, None]
+        self.own = [re.compile("|".join(alts).encode()) for alts in alternatives]  # a family's triggers alone
+        self.family_of = [index for index, alts in enumerate(alternatives) for _ in alts]  # of each trigger
         self.lines = Prefilter([t for alts in alternatives for t in alts])
 
     def finditer(self, data: bytes, pos: int, end: int) -> Iterator[tuple[int, Family | None]]:
         """(offset, family) of each hit in data[pos:end]; the family is None where a worker
         file announces its actor or task."""
-        for at, hi, last in self.lines.spans(data, pos, end) if self.lines.usable else [(pos, end, end)]:
-            while at < last and (m := self.regex.search(data, at, hi)) is not None:  # finditer, but
-                yield m.start(), self.by_group[m.lastindex]  # no search past the last match's end
-                at = m.end()
+        if not self.lines.usable:
+            for m in self.regex.finditer(data, pos, end):
+                yield m.start(), self.by_group[m.lastindex]
+            return
+        for lo, hi, last, patterns in self.lines.spans(data, pos, end):
+            yield from self._hits(data, lo, hi, last, {self.family_of[p] for p in patterns})
+
+    def _hits(self, data: bytes, lo: int, hi: int, last: int, families: set[int]) -> Iterator[tuple[int, Family | None]]:
+        """The hits RE2's alternation finds in data[lo:hi], read with the regexes of just the
+        families hyperscan saw there (RE2's Python wrapper costs some 8 us a search, `re` on
+        one family's literals about one). Each family's leftmost match stands; the leftmost
+        of them wins, the first family on a tie, and those it overlaps look again after it
+        (unless it ends where the run's last match ends)."""
+        found = {}
+        for family in families:
+            m = self.own[family].search(data, lo, hi)
+            if m is not None:
+                found[family] = m
+        while found:
+            family = min(found, key=lambda f: (found[f].start(), f))
+            m = found[family]
+            yield m.start(), self.members[family]
+            for other in [f for f, n in found.items() if n.start() < m.end()]:
+                again = self.own[other].search(data, m.end(), hi) if m.end() < last else None
+                if again is None:
+                    del found[other]
+                else:
+                    found[other] = again
 
 
 _TRIGGERS: dict[tuple[int, ...], Trigger] = {}  # the Trigger holds its families: ids stay theirs

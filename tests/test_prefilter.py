@@ -126,7 +126,7 @@ def test_compiled_prefilters_are_cached_and_a_bad_cache_is_rebuilt(tmp_path, mon
     cached_file.write_bytes(b"not a database")
     rebuilt = Prefilter(["CUDA out of memory", r"\d\d:\d\d:\d\d"])
     assert fresh.spans(data, 0, len(data)) == loaded.spans(data, 0, len(data)) == rebuilt.spans(data, 0, len(data))
-    assert fresh.spans(data, 0, len(data)) == [(2, len(data), len(data) - 8)]
+    assert fresh.spans(data, 0, len(data)) == [(2, len(data), len(data) - 8, {0, 1})]
     assert cached_file.read_bytes() != b"not a database"  # written again
 
 
@@ -144,3 +144,24 @@ def test_the_time_a_hit_borrows_is_the_last_one_before_it_wherever_the_window_en
     data = b"2026-11-21 09:00:00,000 start\n" + stamp + b"x" * (filler - 1) + b"\n" + hit
     [event] = Scanner(FileContext("w.out", "worker")).events(io.BytesIO(data))
     assert event.time == "2026-11-21T10:05:00" and event.time_inferred
+
+
+def test_overlapping_hits_of_several_families_come_out_as_re2_finds_them():
+    """Lines made of trigger phrases glued together, overlapping across and within families:
+    the per-family reading behind hyperscan keeps RE2's leftmost-first, non-overlapping hits."""
+    pytest.importorskip("hyperscan")
+    import random
+
+    trigger = Trigger(families())
+    pieces = [
+        b"Out of memory: Kill", b"Killed process 12 (python)", b"CUDA out of memory. Tried to allocate 2 GiB",
+        b"Out of memory. Tried to allocate", b"memory allocated (GB): 3", b"2 GB / 80 GB.", b"max_model_len=4",
+        b"--adam_offload", b"Watchdog caught collective operation timeout", b"ray::Actor.run() (pid=3",
+        b'File "x.py", line 3, in f', b"No available memory for the cache blocks", b":actor_name:A",
+    ]
+    rng = random.Random(11)
+    lines = [b"".join(rng.choice(pieces) + rng.choice([b"", b" ", b"x", b"\t"]) for _ in range(rng.randint(1, 5))) for _ in range(3000)]
+    data = b"\n".join(lines) + b"\n"
+    whole = [(m.start(), trigger.by_group[m.lastindex]) for m in trigger.regex.finditer(data)]
+    assert list(trigger.finditer(data, 0, len(data))) == whole
+    assert len(whole) > 6000
