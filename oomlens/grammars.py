@@ -12,7 +12,8 @@ A family is one file `grammars/<name>.lark` plus one transformer module
                                    (repeatable; `match`ed like continue)
     //! max_lines: <n>             the longest block (default 1: single-line messages)
     //! cache: shapes              parse a one-line block once per shape (digits read as 0): for
-                                   high-volume lines whose grammar has no literal digit
+                                   high-volume lines whose grammar has no literal digit (its
+                                   Transformer then gets tokens' text and type, no positions)
     //! sample: <kind> [key=value ...]   followed by `//| ` lines: a real or constructed
                                    message the test suite parses, with the values it must yield
 
@@ -123,11 +124,25 @@ class Family:
         method, rule, parts = plan
         children = [
             self._refill(part, text) if how == _SUBTREE
-            else Token(part.type, text[part.start_pos : part.end_pos]) if how == _READ
+            else _Refilled.read(part, text) if how == _READ
             else part
             for how, part in parts
         ]
         return method(children) if method is not None else Tree(rule, children)
+
+
+class _Refilled(str):
+    """A token read again from a line of a cached shape: its text and its lark `type`, not
+    the positions a lark Token also carries (a lark Token costs three times as much to
+    make, and a shape-cached family's Transformer reads only text and type)."""
+
+    type: str
+
+    @classmethod
+    def read(cls, token: Token, text: str) -> _Refilled:
+        refilled = cls(text[token.start_pos : token.end_pos])
+        refilled.type = token.type
+        return refilled
 
 
 def parse_prefix(parser: Lark, text: str) -> tuple[Any, bool]:
