@@ -1,8 +1,8 @@
 """Scan: find candidate blocks in raw bytes and hand them to the grammars.
 
-The common line never reaches Python-level parsing: one compiled alternation of every
-family's trigger runs over big chunks of bytes, and only the lines it hits (and the
-lines that continue their blocks) are decoded, peeled and parsed. The lines where a
+The common line never reaches Python-level parsing: every family's triggers run together
+over big chunks of bytes (hyperscan, else one RE2 alternation), and only the lines they
+hit (and the lines that continue their blocks) are decoded, peeled and parsed. The lines where a
 worker file announces its actor (`:actor_name:`) are hits too, so each block knows the
 actor it ran in. The time of the nearest preceding stamped line is looked up behind a
 hit that has none, not kept for every line.
@@ -96,9 +96,9 @@ class Trigger:
 
     RE2 runs the alternation as a DFA, about 150 times faster than `re`, which tries every
     alternative at every byte (lines.fast_regex). Where hyperscan is installed, its SIMD
-    matcher first finds the lines that hold any trigger, about eight times faster again,
-    and RE2 reads only those lines. The hits are the same either way, because a trigger
-    matches within one line (tests/test_prefilter.py)."""
+    matcher first finds the lines that hold any trigger, about five times faster again,
+    and the regexes of the families it saw read only those lines. The hits are the same
+    either way, because a trigger matches within one line (tests/test_prefilter.py)."""
 
     def __init__(self, fams: tuple[Family, ...]) -> None:
         alternatives = [[f"(?:{t})" for t in fam.triggers] for fam in fams] + [[ANNOUNCED]]
