@@ -353,21 +353,13 @@ def text_stream(raw: BinaryIO, item: Input) -> io.BufferedReader:
     return buffered
 
 
-class Counting(io.RawIOBase):
-    """Counts the compressed bytes a decompressor has consumed; closes what it wraps."""
+class Wrapping(io.RawIOBase):
+    """A readable raw stream over another one, which it closes with itself."""
 
-    def __init__(self, inner: BinaryIO) -> None:
-        self.inner = inner
-        self.count = 0
+    inner: BinaryIO
 
     def readable(self) -> bool:
         return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        data = self.inner.read(len(buffer))
-        buffer[: len(data)] = data
-        self.count += len(data)
-        return len(data)
 
     def close(self) -> None:
         if not self.closed:
@@ -375,7 +367,21 @@ class Counting(io.RawIOBase):
         super().close()
 
 
-class Gunzip(io.RawIOBase):
+class Counting(Wrapping):
+    """Counts the compressed bytes a decompressor has consumed."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self.inner = inner
+        self.count = 0
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self.inner.read(len(buffer))
+        buffer[: len(data)] = data
+        self.count += len(data)
+        return len(data)
+
+
+class Gunzip(Wrapping):
     """The gzip members of a stream one after another (as `cat a.gz b.gz` makes them).
 
     A decompressobj, unlike GzipFile, hands out everything it decoded before a cut; each
@@ -386,9 +392,6 @@ class Gunzip(io.RawIOBase):
         self.inner = inner
         self.member = inflate.decompressobj(31)
         self.pending = b""  # compressed bytes read but not yet given to the decoder
-
-    def readable(self) -> bool:
-        return True
 
     def read1(self, size: int = -1) -> bytes:
         size = size if size > 0 else INFLATE_STEP
@@ -414,13 +417,8 @@ class Gunzip(io.RawIOBase):
         buffer[: len(data)] = data
         return len(data)
 
-    def close(self) -> None:
-        if not self.closed:
-            self.inner.close()
-        super().close()
 
-
-class Limited(io.RawIOBase):
+class Limited(Wrapping):
     """A decompressing (or archive member) stream that stops at a bomb or a cut and says so.
 
     Reads fill the caller's buffer from small reads of the inner stream, so little or
@@ -430,9 +428,6 @@ class Limited(io.RawIOBase):
         self.inner, self.item, self.codec, self.compressed, self.step = inner, item, codec, compressed, step
         self.total = 0
         self.stopped = False
-
-    def readable(self) -> bool:
-        return True
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         filled = 0
@@ -457,8 +452,3 @@ class Limited(io.RawIOBase):
     def _stop(self, problem: str) -> None:
         self.stopped = True
         self.item.problems.append(problem)
-
-    def close(self) -> None:
-        if not self.closed:
-            self.inner.close()
-        super().close()
