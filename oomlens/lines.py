@@ -318,21 +318,20 @@ class Prefilter:
     def usable(self) -> bool:
         return self.database is not None
 
-    def _ends(self, data: bytes, pos: int, end: int) -> list[int]:
-        ends: list[int] = []
-        self.database.scan(memoryview(data)[pos:end], match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(pos + to))
-        return ends
+    def _matches(self, data: bytes, pos: int, end: int) -> list[tuple[int, int]]:
+        """(where it ends, pattern index) of every match in data[pos:end]."""
+        found: list[tuple[int, int]] = []
+        self.database.scan(
+            memoryview(data)[pos:end], match_event_handler=lambda pattern, _from, to, _flags, _ctx: found.append((pos + to, pattern))
+        )
+        return found
 
     def spans(self, data: bytes, pos: int, end: int) -> list[tuple[int, int, int, set[int]]]:
         """(start, stop, last, patterns) of each run of lines of data[pos:end] holding a match,
         in order: where the last match of the run ends (none ends later), and the indexes of
         the patterns that match there."""
-        hits: list[tuple[int, int]] = []
-        self.database.scan(
-            memoryview(data)[pos:end], match_event_handler=lambda pattern, _from, to, _flags, _ctx: hits.append((pos + to, pattern))
-        )
         found: list[tuple[int, int, int, set[int]]] = []
-        for stop, pattern in sorted(hits):
+        for stop, pattern in sorted(self._matches(data, pos, end)):
             if found and stop <= found[-1][1]:  # in the run already
                 lo, hi, _, patterns = found[-1]
                 found[-1] = (lo, hi, stop, patterns | {pattern})
@@ -358,8 +357,8 @@ class Prefilter:
 
     def last_end(self, data: bytes, pos: int, end: int) -> int | None:
         """Where the last match in data[pos:end] ends, if there is one."""
-        ends = self._ends(data, pos, end)
-        return max(ends) if ends else None
+        matches = self._matches(data, pos, end)
+        return max(matches)[0] if matches else None
 
 
 def _compiled(hyperscan, patterns: list[str]):  # noqa: ANN001, ANN202 - the module, a hyperscan.Database
