@@ -302,7 +302,7 @@ class Scanner:
                 break
             if fam is None:
                 if self.ctx.role == "worker":
-                    self._actor = _announced(data, pos)
+                    self._actor = announced(data, pos)
                 continue
             if pos < skip_until.get(fam.name, -1):
                 continue
@@ -448,8 +448,8 @@ class Scanner:
         return self._stamp
 
 
-def _announced(data: bytes, pos: int) -> str | None:
-    """The name on the `:actor_name:` or `:task_name:` line at `pos`."""
+def announced(data: bytes, pos: int) -> str | None:
+    """The name on the `:actor_name:` or `:task_name:` line (ANNOUNCED) at `pos`."""
     end = data.find(b"\n", pos)
     line = data[pos : end if end >= 0 else len(data)]
     return line.split(b":", 2)[-1].decode("utf-8", "replace").strip() or None

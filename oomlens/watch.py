@@ -33,7 +33,7 @@ from typing import Any
 
 from .diagnosis import CONTRACT_VERSION, diagnose
 from .events import Clue, Event, Source, fold
-from .scan import BACK_LINES, FileContext, Scanner
+from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
 from .sources import ARCHIVE_NAMES, SESSION_SKIP, SNIFF, is_binary, node_in, role_of
 
 MAX_EVENTS = 500  # failures in the window
@@ -44,7 +44,7 @@ REOPEN_LINES = 3  # a file's last lines are scanned again with the next poll
 MAX_CONTEXT = 1 << 20  # bytes before the new ones scanned again, at most
 COMPRESSED = (".gz", ".zst", ".bz2", ".xz", ".zip", *ARCHIVE_NAMES)  # rotated away, never appended to
 NEWLINE = re.compile(b"\n")
-ANNOUNCED = re.compile(rb"^:(?:actor_name|task_name):(.*)$", re.M)  # what a Ray worker file says it runs
+ANNOUNCEMENT = re.compile(ANNOUNCED.encode())  # what a Ray worker file says it runs, as the scanner finds it
 
 Key = tuple[int, int, str, int]  # (file serial, line, kind, n-th of that kind on that line)
 Uid = tuple[int, int]  # (file serial, line): one report, whatever its path is now
@@ -232,8 +232,8 @@ class Watcher:
         accept = max(accept, f.accept_line, first)
         begin = max(first, accept - BACK_LINES)
         position = starts[begin - first] if begin - first < len(starts) else len(text)
-        for m in ANNOUNCED.finditer(text, 0, position):
-            f.actor = m.group(1).decode("utf-8", "replace").strip() or None
+        for m in ANNOUNCEMENT.finditer(text, 0, position):
+            f.actor = announced(text, m.start())
         f.open_keys = [k for k in keys if k[1] >= accept]
         f.accept_line = accept
         f.offset = f.context + len(text)
