@@ -106,25 +106,19 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def timed(cmd: list[str], stdout=subprocess.DEVNULL, runs: int = 3) -> tuple[float, int]:
-    """Best wall time of `runs` runs, and the peak memory of the best-timed one."""
-    best, peak = float("inf"), 0
-    for _ in range(runs):
+def timed(cmd: list[str], output: Path | None = None) -> tuple[float, int]:
+    """Wall time of one run, and its peak memory; stdout goes to `output` (or nowhere)."""
+    with open(output, "wb") if output else open(os.devnull, "wb") as sink:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL, cwd=ROOT)
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.DEVNULL, cwd=ROOT)
         sampler = PeakRSS(proc.pid)
         sampler.start()
         proc.wait()
         sampler.running = False
         elapsed = time.perf_counter() - start
-        if proc.returncode not in (0, 1):
-            raise SystemExit(f"{cmd[0]} failed with exit code {proc.returncode}")
-        if elapsed < best:
-            best, peak = elapsed, sampler.peak
-        if hasattr(stdout, "seek"):
-            stdout.seek(0)
-            stdout.truncate()
-    return best, peak
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{cmd[0]} failed with exit code {proc.returncode}")
+    return elapsed, sampler.peak
 
 
 def recall(result: dict, planted: list[dict]) -> list[str]:
@@ -158,20 +152,17 @@ def main() -> None:
     lnav_cmd = ["lnav", "-n", "-c", ";SELECT count(*) FROM all_logs", *files]
     out2, out1 = CACHE / "oomlens-jobs2.json", CACHE / "oomlens-jobs1.json"
     commands = {
-        "ripgrep": rg_cmd,
-        "lnav": lnav_cmd,
-        "oomlens -j 2": [*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "2"],
+        "ripgrep": (rg_cmd, None),
+        "lnav": (lnav_cmd, None),
+        "oomlens -j 2": ([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "2"], out2),
     }
     timings: dict[str, tuple[float, int]] = {}
     for _ in range(args.runs):  # the tools take turns, so a busy moment of the machine hits them alike
-        for name, cmd in commands.items():
-            seconds, peak = timed(cmd, runs=1)
+        for name, (cmd, output) in commands.items():
+            seconds, peak = timed(cmd, output)
             if name not in timings or seconds < timings[name][0]:
                 timings[name] = (seconds, peak)
-    subprocess.run([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "2"], stdout=open(out2, "wb"), cwd=ROOT, check=True)
-    with open(out1, "wb") as fh:
-        timings["oomlens -j 1"] = timed([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "1"], stdout=fh, runs=1)
-    subprocess.run([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "1"], stdout=open(out1, "wb"), cwd=ROOT, check=True)
+    timings["oomlens -j 1"] = timed([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "1"], out1)
     result = json.loads(out2.read_text())
     identical = out1.read_bytes() == out2.read_bytes()
     missing = recall(result, manifest["planted"])
