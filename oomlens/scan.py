@@ -184,7 +184,7 @@ class Scanner:
         Memory stays bounded whatever the input: a line that runs on past MAX_LINE is
         scanned in pieces as it comes (each piece keeps the last OVERLAP bytes of the one
         before, so a trigger cut in two is found whole), never held whole."""
-        data = bytearray()  # what the round before left unscanned, then the chunk read after it
+        data = bytearray(CHUNK)  # what the round before left unscanned, then the chunk read after it
         kept = 0  # bytes at the front of `data` left unscanned by the round before
         begin = 0  # hits before this offset of `data` were taken in the round before
         base = 0  # offset in the stream of the first byte of `data`
