@@ -302,14 +302,14 @@ class Prefilter:
     something. Without hyperscan (or for a pattern it cannot compile) `usable` is False
     and callers read the whole buffer themselves."""
 
-    def __init__(self, patterns: list[str]) -> None:
+    def __init__(self, patterns: list[str], starts: bool = False) -> None:
         self.database = None
         try:
             import hyperscan
         except ImportError:
             return
         try:
-            self.database = _compiled(hyperscan, patterns)
+            self.database = _compiled(hyperscan, patterns, hyperscan.HS_FLAG_SOM_LEFTMOST if starts else 0)
         except hyperscan.error:
             return
         self.terminated = hyperscan.ScanTerminated
@@ -355,17 +355,25 @@ class Prefilter:
             return True
         return False
 
-    def last_end(self, data: bytes, pos: int, end: int) -> int | None:
-        """Where the last match in data[pos:end] ends, if there is one."""
-        matches = self._matches(data, pos, end)
-        return max(matches)[0] if matches else None
+    def last_match(self, data: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        """(start, end) of the match in data[pos:end] that ends last, if there is one; the
+        start is known only for a Prefilter made with `starts` (else it is `pos`)."""
+        last: list[tuple[int, int]] = [(pos, -1)]
+
+        def keep(_pattern: int, start: int, stop: int, _flags: int, _context: object) -> None:
+            if stop >= last[0][1]:
+                last[0] = (start, stop)
+
+        self.database.scan(memoryview(data)[pos:end], match_event_handler=keep)
+        start, stop = last[0]
+        return None if stop < 0 else (pos + start, pos + stop)
 
 
-def _compiled(hyperscan, patterns: list[str]):  # noqa: ANN001, ANN202 - the module, a hyperscan.Database
+def _compiled(hyperscan, patterns: list[str], flags: int):  # noqa: ANN001, ANN202 - the module, a hyperscan.Database
     """A block-mode database of `patterns`, kept compiled in the user's cache folder (as
     lark keeps its parsers): compiling the triggers costs every process about 60 ms, loading
     them well under one. A cache that cannot be read or written is only slower."""
-    key = hashlib.sha256("\n".join([hyperscan.__version__, platform.machine(), *patterns]).encode()).hexdigest()[:24]
+    key = hashlib.sha256("\n".join([hyperscan.__version__, platform.machine(), str(flags), *patterns]).encode()).hexdigest()[:24]
     path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "oomlens" / f"hyperscan-{key}.db"
     try:
         database = hyperscan.loadb(path.read_bytes(), hyperscan.HS_MODE_BLOCK)
@@ -374,7 +382,9 @@ def _compiled(hyperscan, patterns: list[str]):  # noqa: ANN001, ANN202 - the mod
     except (OSError, hyperscan.error):
         pass
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    database.compile(expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))), elements=len(patterns))
+    database.compile(
+        expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))), elements=len(patterns), flags=[flags] * len(patterns)
+    )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}")
@@ -405,20 +415,24 @@ _STAMP_AT = re.compile(_STAMP_ANY)  # within one line, from where a time is know
 _STAMP_READ = {kind.decode(): re.compile(pattern) for kind, pattern in _STAMP_KINDS.items()}
 
 
-_STAMP_LINES = Prefilter([_STAMP_ANY.decode()])
+_STAMP_LINES = Prefilter([_STAMP_ANY.decode()], starts=True)
 
 
 def last_stamp(data: bytes, lo: int, hi: int) -> Stamp | None:
     """The last wall-clock time standing in data[lo:hi], if any.
 
-    Hyperscan tells where the last time in the span ends, and `re` reads its line up to
-    there; RE2 reads the whole span without hyperscan, or when that end was a false lead
-    (a syslog time "at the start of a line" where the span begins mid-line). Stamps
+    Hyperscan tells where the last time in the span starts and ends, and `re` reads it
+    there; RE2 reads the whole span without hyperscan, or when that match was a false
+    lead (a syslog time "at the start of a line" where the span begins mid-line). Stamps
     never cross a line break."""
     if _STAMP_LINES.usable:
-        stop = _STAMP_LINES.last_end(data, lo, hi)
-        if stop is None:
+        found = _STAMP_LINES.last_match(data, lo, hi)
+        if found is None:
             return None
+        start, stop = found
+        m = _STAMP_AT.match(data, start, stop)
+        if m is not None and m.end() == stop:
+            return stamp_of_match(m)
         at = max(lo, data.rfind(b"\n", lo, stop - 1) + 1)
         while (m := _STAMP_AT.search(data, at, stop)) is not None:
             if m.end() == stop:
