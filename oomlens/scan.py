@@ -55,7 +55,7 @@ NOT_UTF8 = Prefilter([
     r"[\xC2-\xDF][\x80-\xBF]{2}|[\xE0-\xEF][\x80-\xBF]{3}|[\xF0-\xF4][\x80-\xBF]{4}",
     r"\xE0[\x80-\x9F]|\xED[\xA0-\xBF]|\xF0[\x80-\x8F]|\xF4[\x90-\xBF]",
 ])
-YEAR = re.compile(rb"(?<!\d)(20\d\d)-\d\d-\d\d[ T_]\d\d[:-]\d\d")
+YEAR = fast_regex(rb"(?:^|\D)(20\d\d)-\d\d-\d\d[ T_]\d\d[:-]\d\d")  # no look-behind: RE2 reads 64 KiB in a tenth of the time
 RECORD_START = re.compile(r"^\s*(?:\x1b\[[0-9;]*m)?(?:\(|\[\d|\d{4}-|(?:DEBUG|INFO|WARNING|ERROR)[ :])")
 
 
