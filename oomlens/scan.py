@@ -129,7 +129,14 @@ class Trigger:
         families hyperscan saw there (RE2's Python wrapper costs some 8 us a search, `re` on
         one family's literals about one). Each family's leftmost match stands; the leftmost
         of them wins, the first family on a tie, and those it overlaps look again after it
-        (unless it ends where the run's last match ends)."""
+        (unless it ends where the run's last match ends). One family alone (most runs):
+        its matches one after another, as finditer gives them."""
+        if len(families) == 1:
+            [family] = families
+            member = self.members[family]
+            for m in self.own[family].finditer(data, lo, hi):
+                yield m.start(), member
+            return
         found = {}
         for family in families:
             m = self.own[family].search(data, lo, hi)
