@@ -326,21 +326,22 @@ class Prefilter:
         )
         return found
 
-    def spans(self, data: bytes, pos: int, end: int) -> list[tuple[int, int, int, set[int]]]:
-        """(start, stop, last, patterns) of each run of lines of data[pos:end] holding a match,
-        in order: where the last match of the run ends (none ends later), and the indexes of
-        the patterns that match there."""
-        found: list[tuple[int, int, int, set[int]]] = []
+    def spans(self, data: bytes, pos: int, end: int) -> list[tuple[int, int, int, int, set[int]]]:
+        """(start, stop, first, last, patterns) of each run of lines of data[pos:end] holding a
+        match, in order: where the run's first and last matches end (none ends sooner or
+        later), and the indexes of the patterns that match there."""
+        found: list[tuple[int, int, int, int, set[int]]] = []
         for stop, pattern in sorted(self._matches(data, pos, end)):
             if found and stop <= found[-1][1]:  # in the run already
-                lo, hi, _, patterns = found[-1]
-                found[-1] = (lo, hi, stop, patterns | {pattern})
+                lo, hi, first, _, patterns = found[-1]
+                found[-1] = (lo, hi, first, stop, patterns | {pattern})
                 continue
             lo, hi = _line_around(data, stop - 1, pos, end)  # the line of the match's last byte
             if found and lo <= found[-1][1]:
-                found[-1] = (found[-1][0], hi, stop, found[-1][3] | {pattern})
+                lo, _, first, _, patterns = found[-1]
+                found[-1] = (lo, hi, first, stop, patterns | {pattern})
             else:
-                found.append((lo, hi, stop, {pattern}))
+                found.append((lo, hi, stop, stop, {pattern}))
         return found
 
     def any(self, data: bytes, pos: int, end: int) -> bool:

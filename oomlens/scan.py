@@ -113,6 +113,7 @@ class Trigger:
         self.own = [re.compile("|".join(alts).encode()) for alts in alternatives]  # a family's triggers alone
         self.family_of = [index for index, alts in enumerate(alternatives) for _ in alts]  # of each trigger
         self.lines = Prefilter([t for alts in alternatives for t in alts])
+        self.reach = [_reach(t) for alts in alternatives for t in alts]  # of each trigger's longest match
 
     def finditer(self, data: bytes, pos: int, end: int) -> Iterator[tuple[int, Family | None]]:
         """(offset, family) of each hit in data[pos:end]; the family is None where a worker
@@ -121,25 +122,33 @@ class Trigger:
             for m in self.regex.finditer(data, pos, end):
                 yield m.start(), self.by_group[m.lastindex]
             return
-        for lo, hi, last, patterns in self.lines.spans(data, pos, end):
-            yield from self._hits(data, lo, hi, last, {self.family_of[p] for p in patterns})
+        for lo, hi, first, last, patterns in self.lines.spans(data, pos, end):
+            # no match ends before the run's first one, so none starts more than its trigger's
+            # reach before that: `re` starts there, not at the start of a long line
+            starts: dict[int, int] = {}
+            for p in patterns:
+                at = lo if self.reach[p] is None else max(lo, first - self.reach[p])
+                family = self.family_of[p]
+                starts[family] = min(starts.get(family, at), at)
+            yield from self._hits(data, hi, last, starts)
 
-    def _hits(self, data: bytes, lo: int, hi: int, last: int, families: set[int]) -> Iterator[tuple[int, Family | None]]:
-        """The hits RE2's alternation finds in data[lo:hi], read with the regexes of just the
-        families hyperscan saw there (RE2's Python wrapper costs some 8 us a search, `re` on
-        one family's literals about one). Each family's leftmost match stands; the leftmost
-        of them wins, the first family on a tie, and those it overlaps look again after it
-        (unless it ends where the run's last match ends). One family alone (most runs):
-        its matches one after another, as finditer gives them."""
-        if len(families) == 1:
-            [family] = families
+    def _hits(self, data: bytes, hi: int, last: int, starts: dict[int, int]) -> Iterator[tuple[int, Family | None]]:
+        """The hits RE2's alternation finds in a run of lines ending at `hi`, read with the
+        regexes of just the families hyperscan saw there, each from where its matches may
+        start (RE2's Python wrapper costs some 8 us a search, `re` on one family's literals
+        about one). Each family's leftmost match stands; the leftmost of them wins, the first
+        family on a tie, and those it overlaps look again after it (unless it ends where the
+        run's last match ends). One family alone (most runs): its matches one after another,
+        as finditer gives them."""
+        if len(starts) == 1:
+            [(family, start)] = starts.items()
             member = self.members[family]
-            for m in self.own[family].finditer(data, lo, hi):
+            for m in self.own[family].finditer(data, start, hi):
                 yield m.start(), member
             return
         found = {}
-        for family in families:
-            m = self.own[family].search(data, lo, hi)
+        for family, start in starts.items():
+            m = self.own[family].search(data, start, hi)
             if m is not None:
                 found[family] = m
         while found:
@@ -152,6 +161,15 @@ class Trigger:
                     del found[other]
                 else:
                     found[other] = again
+
+
+def _reach(pattern: str) -> int | None:
+    """The most bytes a match of `pattern` can span, if that is bounded (sre's own parse)."""
+    try:
+        width = re._parser.parse(pattern.encode()).getwidth()[1]
+    except (AttributeError, re.error):  # a Python without re._parser: no bound
+        return None
+    return width if width <= MAX_LINE else None
 
 
 _TRIGGERS: dict[tuple[int, ...], Trigger] = {}  # the Trigger holds its families: ids stay theirs
