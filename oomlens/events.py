@@ -7,6 +7,7 @@ the driver console, events/*.log) is folded into one event with several sources.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,8 +52,14 @@ UNITS = {
 
 def to_bytes(number: str | float, unit: str = "GiB") -> int:
     """Convert a printed size to bytes; every tool oomlens reads means binary units."""
-    value = float(str(number).replace(",", ""))
-    return round(value * UNITS[unit.strip().lower()])
+    text = str(number)
+    return round(float(text.replace(",", "") if "," in text else text) * _factor(unit))
+
+
+@functools.lru_cache(maxsize=64)
+def _factor(unit: str) -> int:
+    """Bytes per `unit` as printed ("GiB", " KB"): memory samples convert four sizes a line."""
+    return UNITS[unit.strip().lower()]
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 
@@ -34,9 +35,9 @@ REPEATED = re.compile(
 MAGIC = re.compile(r"^:(info_message|actor_name|task_name|job_id|event_summary):")
 
 
-@dataclass(slots=True, frozen=True)
-class Stamp:
-    """A wall-clock time as printed; `year` is None for vLLM and c10 headers."""
+class Stamp(NamedTuple):
+    """A wall-clock time as printed; `year` is None for vLLM and c10 headers. A named tuple:
+    made for every time a hit borrows, three times as fast as a frozen dataclass."""
 
     year: int | None
     month: int
@@ -463,18 +464,17 @@ def stamp_of_match(m) -> Stamp:  # noqa: ANN001 - a match of _STAMP_IN or _STAMP
 def _stamp_of(text: bytes) -> Stamp:
     """Read once per distinct time (a Stamp is immutable): a burst of hits shares its stamps."""
     kind = _stamp_kind(text)
-    g = [x.decode() if x else None for x in _STAMP_READ[kind].match(text).groups()]
+    g = _STAMP_READ[kind].match(text).groups()  # int() reads ASCII digits from bytes as they are
     if kind == "full":
-        y, mo, d, h, mi, s = (int(x) for x in g[0:6])
-        return Stamp(y, mo, d, h, mi, s, _ms(g[6]))
+        y, mo, d, h, mi, s = map(int, g[0:6])
+        return Stamp(y, mo, d, h, mi, s, _ms(g[6] and g[6].decode()))
     if kind == "vllm":
-        mo, d, h, mi, s = (int(x) for x in g)
-        return Stamp(None, mo, d, h, mi, s)
+        return Stamp(None, *map(int, g))
     if kind == "c10":
-        mo, d, h, mi, s = (int(x) for x in g[0:5])
-        return Stamp(None, mo, d, h, mi, s, _ms(g[5]))
+        mo, d, h, mi, s = map(int, g[0:5])
+        return Stamp(None, mo, d, h, mi, s, _ms(g[5].decode()))
     if kind == "wall":
-        mo, (d, h, mi, s, y) = MONTHS[g[0]], (int(x) for x in g[1:6])
-        return Stamp(y, mo, d, h, mi, s)
-    mo, (d, h, mi, s) = MONTHS[g[0]], (int(x) for x in g[1:5])
-    return Stamp(None, mo, d, h, mi, s)
+        d, h, mi, s, y = map(int, g[1:6])
+        return Stamp(y, MONTHS[g[0].decode()], d, h, mi, s)
+    d, h, mi, s = map(int, g[1:5])
+    return Stamp(None, MONTHS[g[0].decode()], d, h, mi, s)
