@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from typing import NoReturn
 
 import click
 
@@ -16,6 +18,28 @@ from .progress import Progress
 @click.version_option(package_name="oomlens")
 def main() -> None:
     """Find out what ran out of memory in an RL training run on Ray, from its logs alone."""
+
+
+_AT_ONCE = False  # run() sets it: the command itself, not click's test runner in a test process
+
+
+def run() -> None:
+    """The `oomlens` command (and `python -m oomlens`)."""
+    global _AT_ONCE
+    _AT_ONCE = True
+    main()
+
+
+def _leave(code: int) -> NoReturn:
+    """End the command with `code`. The command itself leaves at once once its output is
+    flushed: freeing a long run's diagnosis object by object, then the interpreter, took
+    a twentieth of a second more, for nothing (mypy leaves the same way)."""
+    if _AT_ONCE:
+        with contextlib.suppress(BrokenPipeError):
+            sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise SystemExit(code)
 
 
 jobs_option = click.option(
@@ -62,9 +86,8 @@ def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, fail_on: str | Non
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if not diagnosis.readable:
         click.echo("oomlens: nothing could be read from " + ", ".join(paths), err=True)
-        raise SystemExit(1)
-    if fail_on == "incident" and diagnosis.incidents:
-        raise SystemExit(3)
+        _leave(1)
+    _leave(3 if fail_on == "incident" and diagnosis.incidents else 0)
 
 
 @main.command()
@@ -92,7 +115,8 @@ def report(paths: tuple[str, ...], output: str, jobs: int | None) -> None:
     click.echo(f"wrote {output}")
     if not diagnosis.readable:
         click.echo("oomlens: nothing could be read from " + ", ".join(paths), err=True)
-        raise SystemExit(1)
+        _leave(1)
+    _leave(0)
 
 
 def _write(diagnosis: Diagnosis, fmt: str) -> None:
