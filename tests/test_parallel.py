@@ -77,3 +77,21 @@ def test_the_pool_gets_the_biggest_files_first_and_results_stay_in_input_order(t
     assert submitted == ["b.log.gz", "c.log", "a.log", "d.log.zst"]
     assert [i.path.rsplit("/", 1)[-1] for i in diagnosis.inputs] == ["a.log", "b.log.gz", "c.log", "d.log.zst"]
     assert [i.bytes for i in diagnosis.inputs] == [200, 100_000, 2_000, 400]
+
+
+def test_an_event_crosses_processes_whole():
+    """Events reach the parent pickled through Event.__reduce__: every field comes back."""
+    import dataclasses
+    import pickle
+
+    from oomlens.events import Event, Source
+
+    values = {
+        f.name: f"{f.name}-value" for f in dataclasses.fields(Event) if f.name not in ("kind", "source", "sources", "fields")
+    }
+    event = Event(
+        kind="cuda_oom", source=Source("w.out", 3, 4), fields={"free_bytes": 7}, sources=[Source("a", 1, 1), Source("b", 2, 2)],
+        **values,
+    )
+    again = pickle.loads(pickle.dumps(event))
+    assert again == event and [dataclasses.asdict(s) for s in again.sources] == [{"path": "a", "line": 1, "end_line": 1}, {"path": "b", "line": 2, "end_line": 2}]
