@@ -42,6 +42,7 @@ BACK_LINES = 40  # lines of context before a hit that a block may need (watch re
 MAX_SKIPPED = 60  # other workers' lines skipped inside a block
 WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
 
+_SPARE: list[bytearray] = []  # the buffer of a stream read to its end, for the next one in this process
 ANNOUNCED = r"(?m:^):(?:actor_name|task_name):"  # Ray's magic tokens in worker-*.out
 # Byte sequences that are not UTF-8 (RFC 3629), each found within five bytes: a byte UTF-8
 # never uses, a continuation byte without its lead, a lead with too few or too many
@@ -200,6 +201,7 @@ class Scanner:
         self._line_start = 0  # offset in the stream where the line being read began
         self._bad_lines = 0  # lines with invalid UTF-8
         self._bad_line = 0  # the last of them
+        self._end = 0  # where the stream's bytes end in the buffer being scanned
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -209,7 +211,8 @@ class Scanner:
         Memory stays bounded whatever the input: a line that runs on past MAX_LINE is
         scanned in pieces as it comes (each piece keeps the last OVERLAP bytes of the one
         before, so a trigger cut in two is found whole), never held whole."""
-        data = bytearray(CHUNK)  # what the round before left unscanned, then the chunk read after it
+        data = _SPARE.pop() if _SPARE else bytearray(CHUNK)  # what the round before left unscanned, then the chunk read after it
+        end = 0  # the bytes of `data` that hold the stream: the buffer keeps its size, so no new memory
         kept = 0  # bytes at the front of `data` left unscanned by the round before
         begin = 0  # hits before this offset of `data` were taken in the round before
         base = 0  # offset in the stream of the first byte of `data`
@@ -217,32 +220,33 @@ class Scanner:
         failure: OSError | None = None
         try:
             while True:
-                # one buffer for the whole stream, read into in place: a new chunk object each
-                # round (and a new carry + chunk one) cost fresh memory, so page faults
-                if len(data) < kept + CHUNK:
+                # one buffer for the whole stream (and the next ones this process reads), read
+                # into in place: fresh memory each round, or a buffer resized at a short read,
+                # cost page faults and copies
+                if len(data) < kept + CHUNK:  # a long line or a deferred block is carried
                     data.extend(bytes(kept + CHUNK - len(data)))
                 try:
                     with memoryview(data) as view:
                         got = stream.readinto(view[kept : kept + CHUNK]) or 0
                 except OSError as err:  # scan what was read before, then tell
                     got, failure = 0, err.with_traceback(None)  # its frames would still hold the buffer
-                del data[kept + got :]
+                end = kept + got
                 eof = got == 0
                 self.bytes_read += got
-                if not data:
+                if not end:
                     break
-                cut = len(data) if eof else data.rfind(b"\n") + 1
-                piece = not eof and len(data) - cut >= MAX_LINE
+                cut = end if eof else data.rfind(b"\n", 0, end) + 1
+                piece = not eof and end - cut >= MAX_LINE
                 if piece:  # the last line is already too long to wait for its end
-                    cut = len(data) - OVERLAP
+                    cut = end - OVERLAP
                 elif not eof and cut == 0:
-                    kept = len(data)
+                    kept = end
                     continue
                 if self.ctx.year is None and base == 0:  # the head of a file tells its year, if any
                     m = YEAR.search(data, 0, min(cut, 1 << 16))
                     if m:
                         self.ctx.year = int(m.group(1))
-                done = yield from self._scan(data, begin, cut, line_base, eof)
+                done = yield from self._scan(data, begin, cut, end, line_base, eof)
                 keep = _char_start(data, done - OVERLAP) if piece and done == cut else done
                 self._check_utf8(data, keep, line_base)
                 self._count_long_lines(data, keep, base, eof)
@@ -251,16 +255,18 @@ class Scanner:
                 line_base += counted_lines + newlines(data, counted_pos, keep)
                 self.lines_read = line_base - 1
                 if eof:
-                    if not data.endswith(b"\n"):
+                    if data[end - 1] != 0x0A:  # a last line without its line break
                         self.lines_read += 1
                     break
-                kept = len(data) - keep
-                data[:kept] = data[keep:]
+                kept = end - keep
+                data[:kept] = data[keep:end]
                 begin = done - keep
                 self._stamp_pos = max(0, self._stamp_pos - keep)
             if failure is not None:
                 raise failure
         finally:
+            if not _SPARE:
+                _SPARE.append(data)
             if self._long_lines:
                 self.problems.append(
                     f"{self._long_lines} line(s) longer than {MAX_LINE >> 20} MiB: scanned in pieces of that size"
@@ -314,7 +320,7 @@ class Scanner:
                     self._bad_line = line
                 pos = data.find(b"\n", bad, end) + 1 or end
 
-    def _scan(self, data: bytes, begin: int, cut: int, line_base: int, eof: bool) -> Iterator[Event]:
+    def _scan(self, data: bytes, begin: int, cut: int, end: int, line_base: int, eof: bool) -> Iterator[Event]:
         """Scan the hits in data[begin:cut]; returns how many bytes were consumed (the rest is carried).
 
         A trigger starting before `cut` may end after it. A hit deep inside a long line
@@ -322,12 +328,13 @@ class Scanner:
         counted_pos, counted_lines = 0, 0
         self._counted = (0, 0)
         skip_until: dict[str, int] = {}
-        for pos, fam in self.trigger.finditer(data, begin, len(data)):
+        self._end = end
+        for pos, fam in self.trigger.finditer(data, begin, end):
             if pos >= cut:
                 break
             if fam is None:
                 if self.ctx.role == "worker":
-                    self._actor = announced(data, pos)
+                    self._actor = announced(data, pos, end)
                 continue
             if pos < skip_until.get(fam.name, -1):
                 continue
@@ -367,7 +374,7 @@ class Scanner:
     def _gather(
         self, data: bytes, start: int, pos: int, fam: Family, lineno: int, unwrap: bool
     ) -> tuple[int, "_Block", list[dict]] | None:
-        first_raw, nxt, n_phys = _logical_line(data, start, unwrap)
+        first_raw, nxt, n_phys = _logical_line(data, start, self._end, unwrap)
         # a progress bar rewrites its line with \r: the hit's segment is the message
         seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1 if "\r" in first_raw.rstrip("\r\n") else 0
         head = peel(first_raw[seg_start:].split("\r", 1)[0])
@@ -381,10 +388,10 @@ class Scanner:
         skipped = 0
         blanks = 0
         cursor, cur_line = nxt, lineno + n_phys
-        while len(texts) < fam.max_lines and cursor < len(data) and fam.continues is not None:
+        while len(texts) < fam.max_lines and cursor < self._end and fam.continues is not None:
             if fam.ends is not None and fam.ends.match(texts[-1]):
                 break
-            raw, after, n_phys = _logical_line(data, cursor, unwrap)
+            raw, after, n_phys = _logical_line(data, cursor, self._end, unwrap)
             line = peel(raw)
             if line.stream and head.stream and line.stream != head.stream:
                 skipped += 1
@@ -473,10 +480,11 @@ class Scanner:
         return self._stamp
 
 
-def announced(data: bytes, pos: int) -> str | None:
-    """The name on the `:actor_name:` or `:task_name:` line (ANNOUNCED) at `pos`."""
-    end = data.find(b"\n", pos)
-    line = data[pos : end if end >= 0 else len(data)]
+def announced(data: bytes, pos: int, end: int | None = None) -> str | None:
+    """The name on the `:actor_name:` or `:task_name:` line (ANNOUNCED) at `pos` (of data[:end])."""
+    end = len(data) if end is None else end
+    stop = data.find(b"\n", pos, end)
+    line = data[pos : stop if stop >= 0 else end]
     return line.split(b":", 2)[-1].decode("utf-8", "replace").strip() or None
 
 
@@ -498,14 +506,14 @@ def _char_index(data: bytes, start: int, pos: int) -> int:
     return len(data[start:pos].decode("utf-8", "replace"))
 
 
-def _logical_line(data: bytes, pos: int, unwrap: bool) -> tuple[str, int, int]:
-    """The line at `pos`, rejoined if a terminal hard-wrapped it at a fixed width.
+def _logical_line(data: bytes, pos: int, stop: int, unwrap: bool) -> tuple[str, int, int]:
+    """The line at `pos` of data[:stop], rejoined if a terminal hard-wrapped it at a fixed width.
 
     A wrapped paste has every segment exactly as wide as the terminal; the last segment
     of each logical line is padded with spaces (or shorter). Returns (text, offset after
     the line, physical lines used)."""
-    end = data.find(b"\n", pos)
-    end = len(data) if end < 0 else end + 1
+    end = data.find(b"\n", pos, stop)
+    end = stop if end < 0 else end + 1
     if end - pos > MAX_LINE:
         end = pos + MAX_LINE
     raw = data[pos:end].decode("utf-8", "replace")
@@ -513,9 +521,9 @@ def _logical_line(data: bytes, pos: int, unwrap: bool) -> tuple[str, int, int]:
     n = 1
     joined = raw.rstrip("\r\n")
     segment = joined
-    while unwrap and width >= WRAP_MIN and not segment.endswith("  ") and end < len(data) and n < 50:
-        nend = data.find(b"\n", end)
-        nend = len(data) if nend < 0 else nend + 1
+    while unwrap and width >= WRAP_MIN and not segment.endswith("  ") and end < stop and n < 50:
+        nend = data.find(b"\n", end, stop)
+        nend = stop if nend < 0 else nend + 1
         nxt = data[end:nend].decode("utf-8", "replace").rstrip("\r\n")
         if len(nxt) > width or not nxt.strip() or RECORD_START.match(nxt) or (len(nxt) < width and n == 1):
             break
