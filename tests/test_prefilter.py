@@ -165,3 +165,19 @@ def test_overlapping_hits_of_several_families_come_out_as_re2_finds_them():
     whole = [(m.start(), trigger.by_group[m.lastindex]) for m in trigger.regex.finditer(data)]
     assert list(trigger.finditer(data, 0, len(data))) == whole
     assert len(whole) > 6000
+
+
+def test_a_reused_buffer_shows_nothing_of_the_stream_before():
+    """A process reads its next stream into the buffer of the last one: only the new bytes count."""
+    import io
+
+    from oomlens.scan import CHUNK, FileContext, Scanner
+
+    oom = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB\n"
+    long = b"x" * (CHUNK + 1000) + b"\n" + oom * 3
+    first = Scanner(FileContext("a.log"))
+    assert [e.kind for e in first.events(io.BytesIO(long))] == ["cuda_oom"] * 3
+    second = Scanner(FileContext("b.log"))
+    assert list(second.events(io.BytesIO(b"abc"))) == [] and second.lines_read == 1 and second.bytes_read == 3
+    third = Scanner(FileContext("c.log"))
+    assert [e.source.line for e in third.events(io.BytesIO(b"ok\n" + oom))] == [2] and third.lines_read == 2
