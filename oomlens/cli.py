@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from . import pipeline
-from .diagnosis import Diagnosis
 from .progress import Progress
+
+if TYPE_CHECKING:
+    from .diagnosis import Diagnosis
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,7 +49,11 @@ jobs_option = click.option(
 
 
 def _diagnose(paths: tuple[str, ...], jobs: int | None) -> Diagnosis:
-    """Analyze with a progress line on a terminal; every input problem is told on stderr."""
+    """Analyze with a progress line on a terminal; every input problem is told on stderr.
+
+    The pipeline is imported here, not with the command line: `--help` needs only click."""
+    from . import pipeline
+
     try:
         progress = Progress()
         diagnosis = pipeline.analyze(*paths, jobs=jobs, progress=progress)

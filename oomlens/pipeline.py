@@ -6,11 +6,14 @@ import io
 import os
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from typing import TYPE_CHECKING
 
-from .diagnosis import Diagnosis, diagnose
 from .events import Clue, Event, fold
 from .scan import FileContext, Scanner
 from .sources import Input, discover, reopen, text_size
+
+if TYPE_CHECKING:
+    from .diagnosis import Diagnosis
 
 
 def read_input(item: Input) -> list[Event | Clue]:
@@ -76,6 +79,8 @@ def analyze(*paths: str, jobs: int | None = None, progress: Callable[[Input], No
                 progress(item)
         if pool is not None:
             _hand_out(pool, read, waiting, progress)
+        from .diagnosis import diagnose  # while the pool reads: the processes it forked need none of it
+
         results = [(item, _collect(item, found)) for item, found in read]
     finally:
         if pool is not None:
