@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from . import collector
 from .correlate import Incident, component_of, correlate
 from .events import COMPONENTS, KINDS, Clue, Event
 from .remedies import detect_framework, detect_versions, evidence_text, remedies_for
@@ -89,7 +87,7 @@ class Diagnosis:
         # the first '"events": [' is the key: a quote inside a string is escaped
         cut = head.index(b'"events": [') + len(b'"events": [')
         stream.write(head[:cut])
-        with _collector_paused():  # each slice's dicts are gone before the next is made
+        with collector.paused():  # each slice's dicts are gone before the next is made
             for start in range(0, len(self.events), EVENTS_PER_WRITE):
                 events = [e.to_dict() for e in self.events[start : start + EVENTS_PER_WRITE]]
                 # under an "events" key, as in the document, the events are indented as there
@@ -201,7 +199,7 @@ def fingerprint(incident: Incident, framework: str | None) -> str:
 
 def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue]) -> Diagnosis:
     """Correlate the events, choose remedies and say the verdict."""
-    with _collector_paused():
+    with collector.paused():
         ordered, incidents = correlate(events, clues)
         for number, event in enumerate(ordered, 1):
             event.id = f"e{number}"
@@ -212,22 +210,6 @@ def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue]) -> Dia
             diagnosis.remedies[incident.id or ""] = remedies_for(incident, framework, clues, text)
         diagnosis.verdict = verdict(incidents, clues, diagnosis)
     return diagnosis
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cycle collector (as it was before, after) while a long run is diagnosed
-    or written: hundreds of thousands of tuples and dicts, none in a reference cycle. The
-    collector would find nothing, and walk each of them, and the events they point to, on
-    the way. What is still there at the end it walks once at its next round, so this is
-    only for work that leaves little behind."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def verdict(incidents: list[Incident], clues: list[Clue], diagnosis: Diagnosis) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING
 
+from . import collector
 from .events import Clue, Event, fold
 from .scan import FileContext, Scanner
 from .sources import Input, discover, reopen, text_size
@@ -69,33 +70,34 @@ def analyze(*paths: str, jobs: int | None = None, progress: Callable[[Input], No
     read: list[tuple[Input, list[Event | Clue] | Future | None]] = []
     waiting: list[int] = []  # files found but not yet handed to the pool (their place in `read`)
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_started) if jobs > 1 else None
-    try:
-        for item in discover(list(paths)):
-            if pool is not None and item.file is not None:
-                waiting.append(len(read))
-                read.append((item, None))
-                continue
-            if pool is not None:  # keep the pool busy while this process reads a stream
+    with collector.paused():  # the events come in by the ten thousand, and stay
+        try:
+            for item in discover(list(paths)):
+                if pool is not None and item.file is not None:
+                    waiting.append(len(read))
+                    read.append((item, None))
+                    continue
+                if pool is not None:  # keep the pool busy while this process reads a stream
+                    _hand_out(pool, read, waiting, progress)
+                read.append((item, read_input(item)))
+                if progress:
+                    progress(item)
+            if pool is not None:
                 _hand_out(pool, read, waiting, progress)
-            read.append((item, read_input(item)))
-            if progress:
-                progress(item)
-        if pool is not None:
-            _hand_out(pool, read, waiting, progress)
-        from .diagnosis import diagnose  # while the pool reads: the processes it forked need none of it
+            from .diagnosis import diagnose  # while the pool reads: the processes it forked need none of it
 
-        results = [(item, _collect(item, found)) for item, found in read]
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
-    events: list[Event] = []
-    clues: list[Clue] = []
-    for item, found in results:
-        for event in found:
-            if event.node is None:  # an archive member may learn its node after it was read
-                event.node = item.node
-            (clues if isinstance(event, Clue) else events).append(event)
-    return diagnose([item for item, _ in results], fold(events), clues)
+            results = [(item, _collect(item, found)) for item, found in read]
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
+        events: list[Event] = []
+        clues: list[Clue] = []
+        for item, found in results:
+            for event in found:
+                if event.node is None:  # an archive member may learn its node after it was read
+                    event.node = item.node
+                (clues if isinstance(event, Clue) else events).append(event)
+        return diagnose([item for item, _ in results], fold(events), clues)
 
 
 def _hand_out(
@@ -116,9 +118,11 @@ def _worker_started() -> None:
     """Once in each worker process. What it inherited from the parent (modules, grammars,
     compiled patterns) goes to the cycle collector's permanent generation: walking those
     found nothing, and wrote to their pages, which the process then had to copy. And it
-    collects less often: a file's events all live until they are sent back."""
+    collects less often: a file's events all live until they are sent back. (It was forked
+    while the parent's collector was paused.)"""
     gc.freeze()
     gc.set_threshold(WORKER_GC_THRESHOLD, *gc.get_threshold()[1:])
+    gc.enable()
 
 
 def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None) -> tuple[list[Event | Clue], int, int, list[str]]:

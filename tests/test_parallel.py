@@ -95,3 +95,22 @@ def test_an_event_crosses_processes_whole():
     )
     again = pickle.loads(pickle.dumps(event))
     assert again == event and [dataclasses.asdict(s) for s in again.sources] == [{"path": "a", "line": 1, "end_line": 1}, {"path": "b", "line": 2, "end_line": 2}]
+
+
+def test_worker_processes_collect_cycles():
+    """Workers are forked while the parent's collector is paused: they turn theirs back on."""
+    import gc
+    from concurrent.futures import ProcessPoolExecutor
+
+    from oomlens import collector
+    from oomlens.pipeline import WORKER_GC_THRESHOLD, _worker_started
+
+    with collector.paused(), ProcessPoolExecutor(max_workers=1, initializer=_worker_started) as pool:
+        enabled, threshold = pool.submit(_collector_state).result()
+    assert enabled and threshold == WORKER_GC_THRESHOLD and gc.isenabled()
+
+
+def _collector_state() -> tuple[bool, int]:
+    import gc
+
+    return gc.isenabled(), gc.get_threshold()[0]
