@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+from . import collector
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -84,15 +85,18 @@ def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, fail_on: str | Non
     told on stderr as `oomlens: <path>: <problem>`), 2 for a usage error; with
     `--fail-on incident`, 3 when an incident was found.
     """
-    diagnosis = _diagnose(paths, jobs)
-    try:
-        _write(diagnosis, fmt)
-    except BrokenPipeError:  # `oomlens parse ... | head`: the reader has what it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    if not diagnosis.readable:
-        click.echo("oomlens: nothing could be read from " + ", ".join(paths), err=True)
-        _leave(1)
-    _leave(3 if fail_on == "incident" and diagnosis.incidents else 0)
+    # the cycle collector would walk the whole diagnosis once more between reading and
+    # writing it (a twentieth of a second for a long run), and find nothing
+    with collector.paused():
+        diagnosis = _diagnose(paths, jobs)
+        try:
+            _write(diagnosis, fmt)
+        except BrokenPipeError:  # `oomlens parse ... | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if not diagnosis.readable:
+            click.echo("oomlens: nothing could be read from " + ", ".join(paths), err=True)
+            _leave(1)
+        _leave(3 if fail_on == "incident" and diagnosis.incidents else 0)
 
 
 @main.command()
