@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from .events import CLUE_KINDS, Clue, Event, Source
-from .grammars import Family, families
+from .grammars import MAX_SHAPES, TO_ZERO, Family, families
 from .lines import Line, Prefilter, Stamp, fast_regex, last_stamp, peel
 
 try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
@@ -375,6 +375,11 @@ class Scanner:
         self, data: bytes, start: int, pos: int, fam: Family, lineno: int, unwrap: bool
     ) -> tuple[int, "_Block", list[dict]] | None:
         first_raw, nxt, n_phys = _logical_line(data, start, self._end, unwrap)
+        at = _plain_at(fam, bytes(data[start:nxt]), first_raw) if fam.shapes is not None and n_phys == 1 else -1
+        if at >= 0:  # a plain line of a high-volume family: a block of its own, read as it is
+            text = first_raw.rstrip("\r\n")
+            drafts, _complete = fam.parse(text[at:])
+            return (nxt, _Block(Line(text), lineno, lineno, first_raw.strip("\r\n"), start, data), drafts) if drafts else None
         # a progress bar rewrites its line with \r: the hit's segment is the message
         seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1 if "\r" in first_raw.rstrip("\r\n") else 0
         head = peel(first_raw[seg_start:].split("\r", 1)[0])
@@ -478,6 +483,41 @@ class Scanner:
             hi, width = lo, width * 2
         self._stamp_pos = start
         return self._stamp
+
+
+_PLAIN: dict[str, dict[bytes, int]] = {}  # per shape-cached family: a raw line's shape -> _plain_start
+
+
+def _plain_at(fam: Family, raw: bytes, line: str) -> int:
+    """_plain_start of a line of `fam`, decided once per raw line shape (every digit a 0):
+    memory lines come by the ten thousand, most of them with no envelope to peel."""
+    plain = _PLAIN.setdefault(fam.name, {})
+    shape = raw.translate(TO_ZERO)
+    at = plain.get(shape)
+    if at is None:
+        if len(plain) >= MAX_SHAPES:
+            plain.clear()
+        at = plain[shape] = _plain_start(line, fam)
+    return at
+
+
+def _plain_start(raw: str, fam: Family) -> int:
+    """Where the grammar input starts in a raw line of a shape-cached family that is a block
+    of its own, with no envelope to peel and nothing to normalise; -1 for any other line.
+    What decides it reads no digit, so it holds for every line of the same shape
+    (tests/test_samples.py checks it over every fixture line); a JSON record is never plain
+    (a number there decides whether it parses)."""
+    if "\r" in raw.rstrip("\r\n") or raw.startswith('{"'):
+        return -1
+    head = peel(raw)
+    if head != Line(raw.rstrip("\r\n")):
+        return -1
+    m = fam.start.search(head.text)
+    if m is None:
+        return -1
+    text = head.text[m.start() :]
+    alone = fam.continues is None or fam.max_lines <= 1 or (fam.ends is not None and fam.ends.match(text))
+    return m.start() if alone and _normalise(text) == text else -1
 
 
 def announced(data: bytes, pos: int, end: int | None = None) -> str | None:

@@ -57,3 +57,49 @@ def test_shape_cache_gives_what_a_fresh_parse_gives(family, sample):
     cached, _ = fam.parse(text)
     fresh_tree, _ = parse_prefix(fam.parser, text)
     assert cached == fam.transformer.transform(fresh_tree)
+
+
+def _other_numbers(text: str) -> str:
+    """The same line shape with every ASCII digit changed."""
+    return "".join(str((int(c) + 7) % 10) if "0" <= c <= "9" else c for c in text)
+
+
+@pytest.mark.parametrize("family,sample", SAMPLES, ids=[f"{f}:{s.line}" for f, s in SAMPLES])
+def test_a_plain_line_seen_with_other_numbers_scans_as_a_fresh_one(family, sample):
+    """The scanner reads a one-line block of a shape-cached family by its raw line's shape
+    (no envelope, no continuation): a line of a shape seen before, with other numbers,
+    gives exactly the events a scan that never saw it gives."""
+    from oomlens import scan
+
+    fam = next(f for f in families() if f.name == family)
+    if fam.shapes is None or "\n" in sample.text:
+        pytest.skip("no shape cache for this family or sample")
+    scan._PLAIN.clear()
+    fresh = found_in(sample.text)
+    found_in(_other_numbers(sample.text))  # primes the scanner's cache with the same shape
+    assert found_in(sample.text) == fresh
+
+
+def test_whether_a_line_is_plain_does_not_depend_on_its_digits():
+    """What makes a raw line plain (no envelope peeled, where its grammar input starts, a
+    block of its own, nothing to normalise) must be the same for every line of its shape,
+    as the scanner decides it once per shape: checked over every fixture line."""
+    from conftest import FIXTURES
+    from oomlens.scan import _plain_start
+
+    shaped = [f for f in families() if f.shapes is not None]
+    lines = {
+        line
+        for path in sorted(FIXTURES.rglob("*"))
+        if path.is_file() and path.suffix in (".log", ".out", ".err", ".txt")
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        if any(c.isdigit() for c in line) and len(line) < 4000
+    }
+    assert len(lines) > 10000
+    plain = 0
+    for line in sorted(lines):
+        for fam in shaped:
+            at = _plain_start(line, fam)
+            assert at == _plain_start(_other_numbers(line), fam), (fam.name, line)
+            plain += at >= 0
+    assert plain > 100
