@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from . import collector
 from .events import Clue, Event, fold
 from .scan import FileContext, Scanner
-from .sources import Input, discover, reopen, text_size
+from .sources import Input, discover, reopen
 
 if TYPE_CHECKING:
     from .diagnosis import Diagnosis
@@ -105,7 +105,7 @@ def _hand_out(
 ) -> None:
     """Submit the waiting files, the biggest first: a big file started last would leave the
     other processes idle while it alone is read."""
-    for index in sorted(waiting, key=lambda i: -text_size(read[i][0].file)):
+    for index in sorted(waiting, key=lambda i: -read[i][0].size):
         item = read[index][0]
         future = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node)
         if progress:

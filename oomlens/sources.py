@@ -79,6 +79,7 @@ class Input:
     node: str | None = None
     opener: Callable[[], BinaryIO] | None = None
     file: str | None = None  # a file on disk another process may open again (not a member, not a pipe)
+    size: int = 0  # about how many bytes of text the file holds (text_size): the pool reads the biggest first
     bytes: int = 0
     lines: int = 0
     problems: list[str] = field(default_factory=list)
@@ -193,6 +194,8 @@ def _file(path: str) -> Iterator[Input]:
     probe = Input(path)  # problems met while sniffing are met again, and told, when reading
     try:
         with open(path, "rb") as fh:
+            size = _text_size(fh)
+            fh.seek(0)
             head = text_stream(fh, probe).peek(SNIFF)[:SNIFF]
     except OSError as err:
         yield Input(path, problems=[f"cannot read ({_reason(err)}): nothing read"])
@@ -202,7 +205,7 @@ def _file(path: str) -> Iterator[Input]:
         yield from _archive(archive, lambda: text_stream(open(path, "rb"), archive))
         return
     role, pid = role_of(path)
-    item = Input(path, role, pid)
+    item = Input(path, role, pid, size=size)
     if is_binary(head):
         item.problems.append("binary file (not text): not read")
     else:
@@ -327,13 +330,18 @@ def text_size(path: str) -> int:
     says it in its last four bytes (modulo 4 GiB, for one member); zstd is guessed at 8x."""
     try:
         with open(path, "rb") as fh:
-            magic = fh.read(4)
-            size = os.fstat(fh.fileno()).st_size
-            if magic.startswith(GZIP_MAGIC) and size >= 18:
-                fh.seek(-4, os.SEEK_END)
-                return max(size, int.from_bytes(fh.read(4), "little"))
+            return _text_size(fh)
     except OSError:
         return 0
+
+
+def _text_size(fh: BinaryIO) -> int:
+    """text_size of a file open at its start (discovery sniffs it anyway: no second open)."""
+    magic = fh.read(4)
+    size = os.fstat(fh.fileno()).st_size
+    if magic.startswith(GZIP_MAGIC) and size >= 18:
+        fh.seek(-4, os.SEEK_END)
+        return max(size, int.from_bytes(fh.read(4), "little"))
     return size * 8 if magic.startswith(ZSTD_MAGIC) else size
 
 
