@@ -13,7 +13,7 @@ import functools
 import itertools
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -58,7 +58,6 @@ def samples(events: list[Event]) -> list[Sample]:
 
 
 Reading = tuple  # a Sample's fields in their order, as a plain tuple
-BYTES, TOTAL_BYTES = ([f.name for f in fields(Sample)].index(name) for name in ("bytes", "total_bytes"))
 
 
 def readings(events: list[Event]) -> list[Reading]:
@@ -66,40 +65,40 @@ def readings(events: list[Event]) -> list[Reading]:
     stops walking a tuple of plain values, where it walks an object again and again (a long
     run has tens of thousands of readings)."""
     out: list[Reading] = []
-    lines: list[tuple[tuple, str, int, int]] = []  # memory lines: identity, file, span of their readings in out
-    for event in events:
+    for event in _one_copy(events):
         reader = READERS.get(event.kind)
-        if reader is None:
-            continue
-        start = len(out)
-        line = reader(event, out)
-        if line is not None:
-            lines.append((line, event.source.path, start, len(out)))
-    return _one_copy(out, lines)
+        if reader is not None:
+            reader(event, out)
+    return out
 
 
-def _one_copy(out: list[Reading], lines: list[tuple[tuple, str, int, int]]) -> list[Reading]:
-    """`out` minus the readings of the copies of a memory line that another file carries
-    more often. Most lines are in one file only: copies are counted only for lines in two."""
+def _one_copy(events: list[Event]) -> list[Event]:
+    """`events` minus the copies of a memory line that another file carries more often.
+    Most lines are in one file only: copies are counted only for lines in two."""
+    lines = [(_line_of(event), event.source.path) for event in events if event.kind == "gpu_memory"]
     first_file: dict[tuple, str] = {}
-    shared = set()
-    for line, path, _, _ in lines:
-        if first_file.setdefault(line, path) != path:
-            shared.add(line)
+    shared = {line for line, path in lines if first_file.setdefault(line, path) != path}
     if not shared:
-        return out
-    copies = Counter((line, path) for line, path, _, _ in lines if line in shared)
+        return events
     keep: dict[tuple, tuple[int, str]] = {}  # line -> (copies, path) of the file that keeps it
-    for (line, path), count in copies.items():
+    for (line, path), count in Counter(pair for pair in lines if pair[0] in shared).items():
         if line not in keep or (count, path) > keep[line]:
             keep[line] = (count, path)
-    kept: list[Reading] = []
-    position = 0
-    for line, path, start, end in lines:
-        if line in keep and keep[line][1] != path:
-            kept += out[position:start]
-            position = end
-    return kept + out[position:]
+    kept: list[Event] = []
+    memory_lines = iter(lines)
+    for event in events:
+        if event.kind == "gpu_memory":
+            line, path = next(memory_lines)
+            if line in keep and keep[line][1] != path:
+                continue
+        kept.append(event)
+    return kept
+
+
+def _line_of(event: Event) -> tuple:
+    """What identifies a memory line whichever file carries it: its process and its numbers."""
+    f = event.fields
+    return (event.pid, f.get("label"), f.get("allocated_bytes"), f.get("reserved_bytes"), f.get("used_bytes"), f.get("cpu_used_bytes"))
 
 
 def _process(event: Event) -> str | None:
@@ -129,25 +128,26 @@ def _add(
     out.append((event.time, event.node, pid, process, event.rank, event.gpu, memory, metric, int(value), total_bytes, label, event.id))
 
 
-def _gpu_memory(event: Event, out: list[Reading]) -> tuple:
-    """The reader of nearly every reading of a long run, so it builds its readings itself.
+# A memory line's readings: (metric, field) on its own device, then the host memory veRL's
+# step metrics carry; used and allocated form the series Trends reads
+GPU_METRICS = (("used", "used_bytes"), ("allocated", "allocated_bytes"), ("reserved", "reserved_bytes"))
+CPU_USED, CPU_LABEL = "cpu_used_bytes", "perf/cpu_memory_used_gb"
 
-    Returns what identifies the line: a worker's memory line may be in two files."""
+
+def _gpu_memory(event: Event, out: list[Reading]) -> None:
+    """The reader of nearly every reading of a long run, so it builds its readings itself."""
     f = event.fields
     time, node, pid, rank, gpu, number = event.time, event.node, event.pid, event.rank, event.gpu, event.id
     memory = event.memory or "gpu"
     process = _process(event)
     label, total = f.get("label"), f.get("total_bytes")
-    used, allocated, reserved, cpu_used = f.get("used_bytes"), f.get("allocated_bytes"), f.get("reserved_bytes"), f.get("cpu_used_bytes")
-    if used is not None:
-        out.append((time, node, pid, process, rank, gpu, memory, "used", int(used), total, label, number))
-    if allocated is not None:
-        out.append((time, node, pid, process, rank, gpu, memory, "allocated", int(allocated), total, label, number))
-    if reserved is not None:
-        out.append((time, node, pid, process, rank, gpu, memory, "reserved", int(reserved), total, label, number))
+    for metric, name in GPU_METRICS:
+        value = f.get(name)
+        if value is not None:
+            out.append((time, node, pid, process, rank, gpu, memory, metric, int(value), total, label, number))
+    cpu_used = f.get(CPU_USED)
     if cpu_used is not None:
-        out.append((time, node, pid, process, rank, gpu, "host", "used", int(cpu_used), None, "perf/cpu_memory_used_gb", number))
-    return (pid, label, allocated, reserved, used, cpu_used)
+        out.append((time, node, pid, process, rank, gpu, "host", "used", int(cpu_used), None, CPU_LABEL, number))
 
 
 def _ray_kill(event: Event, out: list[Reading]) -> None:
@@ -173,9 +173,8 @@ def _kernel_oom(event: Event, out: list[Reading]) -> None:
     _add(out, event, "host", "anon_rss", f.get("anon_rss_bytes"), pid=f.get("pid"), process=f.get("process"), label="kernel OOM")
 
 
-# A reader adds an event's readings to a list; for a line that several files may carry, it
-# returns what identifies the line (readings() keeps one file's copies), else None.
-READERS: dict[str, Callable[[Event, list[Reading]], tuple | None]] = {
+# A reader adds an event's readings to a list.
+READERS: dict[str, Callable[[Event, list[Reading]], None]] = {
     "gpu_memory": _gpu_memory,
     "ray_oom_kill": _ray_kill,
     "cuda_oom": _cuda_oom,
@@ -190,34 +189,35 @@ def epoch(time: str) -> float:
     return datetime.fromisoformat(time).timestamp()
 
 
-SERIES_METRICS = frozenset(("used", "allocated"))
-POINT_IN_TIME = frozenset(("CUDA OOM", "node", "Top 10", "killed"))  # labels of readings that are no series
+SERIES = ((1, "used"), (2, "allocated"))  # a memory line's sizes that form series, by column; the other readings are points in time
 
 
 class Trends:
-    """The memory trend before each incident, read off the events' readings.
+    """The memory trend before each incident, read off the memory lines.
 
-    The readings that can form a series are grouped and timed once; each incident then
-    only cuts the series at its own time."""
+    Only memory lines form series (a kill report's table or a CUDA OOM's snapshot is one
+    moment): the used and allocated sizes of one process and label. The lines are grouped
+    and timed once; each incident then only cuts the series at its own time."""
 
     def __init__(self, events: list[Event]) -> None:
-        self.readings = readings(events)
-        self.times: list[float | None] = []  # of each reading, in seconds
-        # (memory, node, pid, rank, label, metric) -> positions of the series' readings
-        self.series: dict[tuple, list[int]] = {}
+        # (seconds, used, allocated, total, label) of each memory line, in event order
+        self.lines: list[tuple[float | None, int | None, int | None, int | None, str | None]] = []
+        self.by_source: dict[tuple, list[int]] = {}  # (memory, node, pid, rank, label) -> positions of its lines
         self.seen: dict[tuple[str, float | None], tuple[str | None, str | None]] = {}
-        times, series = self.times, self.series
+        lines, by_source = self.lines, self.by_source
         last_time, t = None, None
-        for position, (time, node, pid, _, rank, _, memory, metric, _, _, label, _) in enumerate(self.readings):
-            if time is not last_time:  # the readings of one line come together
-                last_time, t = time, epoch(time) if time else None
-            times.append(t)
-            if metric in SERIES_METRICS and label not in POINT_IN_TIME:
-                key = (memory, node, pid, rank, label, metric)
-                if key in series:
-                    series[key].append(position)
-                else:
-                    series[key] = [position]
+        for event in _one_copy(events):
+            if event.kind != "gpu_memory":
+                continue
+            if event.time is not last_time:  # a run of lines of one second shares its time
+                last_time, t = event.time, epoch(event.time) if event.time else None
+            f = event.fields
+            label = f.get("label")
+            by_source.setdefault((event.memory or "gpu", event.node, event.pid, event.rank, label), []).append(len(lines))
+            lines.append((t, f.get("used_bytes"), f.get("allocated_bytes"), f.get("total_bytes"), label))
+            if (cpu_used := f.get(CPU_USED)) is not None:  # veRL's host memory, in its step metrics
+                by_source.setdefault(("host", event.node, event.pid, event.rank, CPU_LABEL), []).append(len(lines))
+                lines.append((t, cpu_used, None, None, CPU_LABEL))
 
     def before(self, memory: str, until: str | None) -> tuple[str | None, str | None]:
         """('growth' | 'jump' | None, a sentence saying what was seen) for one memory kind,
@@ -231,35 +231,36 @@ class Trends:
         return self.seen[memory, end]
 
     def _before(self, memory: str, end: float | None) -> tuple[str | None, str | None]:
-        times, readings = self.times, self.readings
-        series = []
-        for key, positions in self.series.items():
-            if key[0] != memory:
+        lines = self.lines
+        series = []  # ((node, pid, rank, label, metric), column, positions)
+        for (kind, node, pid, rank, label), positions in self.by_source.items():
+            if kind != memory:
                 continue
             if end is not None:
-                positions = [i for i in positions if times[i] is None or times[i] <= end]
-            if positions:
-                series.append((key, positions))
-        series.sort(key=lambda item: item[1][0])  # in the order their first readings came
-        for (_, _, _, _, label, metric), positions in series:
+                positions = [i for i in positions if lines[i][0] is None or lines[i][0] <= end]
+            for column, metric in SERIES:
+                if found := [i for i in positions if lines[i][column] is not None]:
+                    series.append(((node, pid, rank, label, metric), column, found))
+        series.sort(key=lambda item: item[2][0])  # in the order their first readings came
+        for (_, _, _, label, metric), column, positions in series:
+            values = [lines[i][column] for i in positions]
             # most series fall at one of their first readings: look no further
-            if len(positions) < GROWTH_STEPS or not all(readings[a][BYTES] < readings[b][BYTES] for a, b in itertools.pairwise(positions)):
+            if len(values) < GROWTH_STEPS or not all(a < b for a, b in itertools.pairwise(values)):
                 continue
-            values = [readings[i][BYTES] for i in positions]
             rise = values[-1] - values[0]
             if max(b - a for a, b in itertools.pairwise(values)) <= GROWTH_SHARE * rise and rise > GROWTH_MIN * values[-1]:
                 return "growth", f"{label or metric} rose at every reading: {' -> '.join(_gib(v) for v in values[-6:])}"
-        by_process: dict[tuple, list[int]] = {}
-        for (_, node, pid, rank, _, metric), positions in series:
-            by_process.setdefault((node, pid, rank, metric), []).extend(positions)
-        for (_, _, _, metric), positions in by_process.items():
-            positions.sort(key=lambda i: times[i] or 0)
+        by_process: dict[tuple, tuple[int, list[int]]] = {}
+        for (node, pid, rank, _, metric), column, positions in series:
+            by_process.setdefault((node, pid, rank, metric), (column, []))[1].extend(positions)
+        for (_, _, _, metric), (column, positions) in by_process.items():
+            positions.sort(key=lambda i: lines[i][0] or 0)
             for a, b in itertools.pairwise(positions):
-                total = readings[b][TOTAL_BYTES] or readings[a][TOTAL_BYTES]
-                if total and readings[b][BYTES] - readings[a][BYTES] > JUMP_MIN * total:
-                    before, after = Sample(*readings[a]), Sample(*readings[b])
-                    phase = (before.label or "").replace("Before ", "", 1) if (before.label or "").startswith("Before") else after.label
-                    return "jump", f"{phase or metric}: {_gib(before.bytes)} -> {_gib(after.bytes)} of {_gib(total)} in one step"
+                (_, _, _, total_a, before), (_, _, _, total_b, after) = lines[a], lines[b]
+                total = total_b or total_a
+                if total and lines[b][column] - lines[a][column] > JUMP_MIN * total:
+                    phase = before.replace("Before ", "", 1) if (before or "").startswith("Before") else after
+                    return "jump", f"{phase or metric}: {_gib(lines[a][column])} -> {_gib(lines[b][column])} of {_gib(total)} in one step"
         return None, None
 
 
