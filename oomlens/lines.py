@@ -446,6 +446,14 @@ def last_stamp(data: bytes, lo: int, hi: int) -> Stamp | None:
     return None if last is None else stamp_of_match(last)
 
 
+def any_stamp(data: bytes, lo: int, hi: int) -> bool:
+    """Whether any wall-clock time stands in data[lo:hi] (a stamp-less file says no once
+    for a whole chunk, instead of at every hit)."""
+    if _STAMP_LINES.usable:
+        return _STAMP_LINES.any(data, lo, hi)
+    return _STAMP_IN.search(data, lo, hi) is not None
+
+
 def _stamp_kind(text: bytes) -> str:
     """Which kind of stamp a match is, from its first bytes (cheaper than RE2's lastgroup)."""
     first = text[:1]

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from .events import CLUE_KINDS, Clue, Event, Source
 from .grammars import MAX_SHAPES, TO_ZERO, Family, families
-from .lines import Line, Prefilter, Stamp, fast_regex, last_stamp, peel
+from .lines import Line, Prefilter, Stamp, any_stamp, fast_regex, last_stamp, peel
 
 try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
     from stringzilla import count as _count
@@ -195,6 +195,7 @@ class Scanner:
         self.problems: list[str] = []
         self._stamp: Stamp | None = None  # the last stamp found before the last hit
         self._stamp_pos = 0  # how far stamps have been looked for (offset in the data)
+        self._stampless_to = -1  # no stamp stands between _stamp_pos and this offset (in the data)
         self._actor: str | None = None  # the actor or task a worker file announced last
         self._long_lines = 0
         self._counted = (0, 0)  # (offset, line breaks before it) counted in the last chunk
@@ -262,6 +263,7 @@ class Scanner:
                 data[:kept] = data[keep:end]
                 begin = done - keep
                 self._stamp_pos = max(0, self._stamp_pos - keep)
+                self._stampless_to -= keep
             if failure is not None:
                 raise failure
         finally:
@@ -470,17 +472,28 @@ class Scanner:
 
         Looked for in a window behind the hit that widens until a time turns up or it reaches
         the previous lookup, whose answer then stands: each byte is searched about once. The
-        windows begin at line starts, so none cuts a time in two."""
+        windows begin at line starts, so none cuts a time in two.
+
+        When a lookup finds no time since the previous one, the rest of the buffer is asked
+        once whether it holds any: if not (a driver console prints none), the lookups up to
+        its end have nothing to search."""
+        if start <= self._stampless_to:
+            self._stamp_pos = start
+            return self._stamp
         hi, width = start, STAMP_WINDOW
         if start - self._stamp_pos <= 8 * STAMP_WINDOW:  # a short gap since the last lookup: in one go
             width = start - self._stamp_pos
+        searched = hi > self._stamp_pos
         while hi > self._stamp_pos:
             lo = max(self._stamp_pos, _line_start(data, hi - width) if hi > width else 0)
             stamp = last_stamp(data, lo, hi)
             if stamp is not None:
                 self._stamp = stamp
+                searched = False
                 break
             hi, width = lo, width * 2
+        if searched and not any_stamp(data, start, self._end):  # none behind, none ahead
+            self._stampless_to = self._end
         self._stamp_pos = start
         return self._stamp
 

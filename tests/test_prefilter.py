@@ -181,3 +181,35 @@ def test_a_reused_buffer_shows_nothing_of_the_stream_before():
     assert list(second.events(io.BytesIO(b"abc"))) == [] and second.lines_read == 1 and second.bytes_read == 3
     third = Scanner(FileContext("c.log"))
     assert [e.source.line for e in third.events(io.BytesIO(b"ok\n" + oom))] == [2] and third.lines_read == 2
+
+
+@pytest.mark.parametrize("chunk", [4096, None])
+def test_hits_in_long_stamp_less_stretches_borrow_the_last_time_before_them(chunk, monkeypatch):
+    """A driver console prints no times for thousands of lines; after a lookup finds none, the
+    rest of the buffer is asked once whether it holds any. Times that turn up later, in this
+    chunk or the next, are still the ones the hits after them borrow."""
+    import io
+
+    from oomlens import lines, scan
+    from oomlens.scan import FileContext, Scanner
+
+    if chunk:
+        monkeypatch.setattr(scan, "CHUNK", chunk)
+    hit = b"(TaskRunner pid=7) step:%d - perf/max_memory_allocated_gb:1.5 - perf/cpu_memory_used_gb:9.0\n"
+    stamp = b"INFO 11-21 10:%02d:00 [metrics.py:351] Avg prompt throughput: 1.0 tokens/s\n"
+    data, expected = [], []
+    minute = None
+    for i in range(1200):
+        if i in (500, 510, 1100):  # two times close together, then one after a long stretch
+            minute = i // 100
+            data.append(stamp % minute)
+        elif i % 3 == 0:
+            data.append(hit % i)
+            expected.append(None if minute is None else f"2026-11-21T10:{minute:02d}:00")
+        else:
+            data.append(b"Training Progress:  10%%|#         | %d/1000 [1:02:03<12:00:00, 43.2s/it]\n" % i)
+    searched = []
+    monkeypatch.setattr(scan, "last_stamp", lambda data, lo, hi: searched.append(hi - lo) or lines.last_stamp(data, lo, hi))
+    found = list(Scanner(FileContext("driver.log", year=2026)).events(io.BytesIO(b"".join(data))))
+    assert [e.time for e in found] == expected
+    assert sum(searched) < len(b"".join(data))  # the stretches without a time are searched once, at most
