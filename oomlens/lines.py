@@ -446,12 +446,15 @@ def last_stamp(data: bytes, lo: int, hi: int) -> Stamp | None:
     return None if last is None else stamp_of_match(last)
 
 
-def any_stamp(data: bytes, lo: int, hi: int) -> bool:
-    """Whether any wall-clock time stands in data[lo:hi] (a stamp-less file says no once
-    for a whole chunk, instead of at every hit)."""
+def stampless_until(data: bytes, lo: int, hi: int) -> int:
+    """How far from `lo` no wall-clock time stands whole in data[lo:hi]: to just short of
+    where the first one ends, or to `hi` (a driver console prints none). Every match is
+    taken: hyperscan does not promise to report them in order."""
     if _STAMP_LINES.usable:
-        return _STAMP_LINES.any(data, lo, hi)
-    return _STAMP_IN.search(data, lo, hi) is not None
+        ends = [stop for stop, _pattern in _STAMP_LINES._matches(data, lo, hi)]
+        return min(ends) - 1 if ends else hi
+    m = _STAMP_IN.search(data, lo, hi)  # no time starts before the leftmost one
+    return hi if m is None else m.start()
 
 
 def _stamp_kind(text: bytes) -> str:

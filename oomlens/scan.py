@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from .events import CLUE_KINDS, Clue, Event, Source
 from .grammars import MAX_SHAPES, TO_ZERO, Family, families
-from .lines import Line, Prefilter, Stamp, any_stamp, fast_regex, last_stamp, peel
+from .lines import Line, Prefilter, Stamp, fast_regex, last_stamp, peel, stampless_until
 
 try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
     from stringzilla import count as _count
@@ -38,6 +38,8 @@ MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most 
 OVERLAP = 4 << 10  # bytes of a piece of a long line read again with the next piece
 MAX_BLOCK = 256 << 10  # a block never spans more bytes than this
 STAMP_WINDOW = 2048  # bytes searched back from a hit for its time, then twice as wide each try
+STAMPLESS = 1 << 16  # after this many bytes without a time, the next ones are asked at once where the next time is
+LOOK_AHEAD = 1 << 20  # how many (every match there is reported: hyperscan promises no order)
 BACK_LINES = 40  # lines of context before a hit that a block may need (watch re-reads them)
 MAX_SKIPPED = 60  # other workers' lines skipped inside a block
 WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
@@ -196,6 +198,7 @@ class Scanner:
         self._stamp: Stamp | None = None  # the last stamp found before the last hit
         self._stamp_pos = 0  # how far stamps have been looked for (offset in the data)
         self._stampless_to = -1  # no stamp stands between _stamp_pos and this offset (in the data)
+        self._stampless_from = 0  # where the stretch without a stamp began, as far as lookups know (in the data)
         self._actor: str | None = None  # the actor or task a worker file announced last
         self._long_lines = 0
         self._counted = (0, 0)  # (offset, line breaks before it) counted in the last chunk
@@ -264,6 +267,7 @@ class Scanner:
                 begin = done - keep
                 self._stamp_pos = max(0, self._stamp_pos - keep)
                 self._stampless_to -= keep
+                self._stampless_from -= keep
             if failure is not None:
                 raise failure
         finally:
@@ -474,26 +478,24 @@ class Scanner:
         the previous lookup, whose answer then stands: each byte is searched about once. The
         windows begin at line starts, so none cuts a time in two.
 
-        When a lookup finds no time since the previous one, the rest of the buffer is asked
-        once whether it holds any: if not (a driver console prints none), the lookups up to
-        its end have nothing to search."""
+        After a long stretch without a time (a driver console prints none), the bytes ahead
+        are asked once where the next one is: the lookups short of it have nothing to search."""
         if start <= self._stampless_to:
             self._stamp_pos = start
             return self._stamp
         hi, width = start, STAMP_WINDOW
         if start - self._stamp_pos <= 8 * STAMP_WINDOW:  # a short gap since the last lookup: in one go
             width = start - self._stamp_pos
-        searched = hi > self._stamp_pos
         while hi > self._stamp_pos:
             lo = max(self._stamp_pos, _line_start(data, hi - width) if hi > width else 0)
             stamp = last_stamp(data, lo, hi)
             if stamp is not None:
                 self._stamp = stamp
-                searched = False
+                self._stampless_from = start
                 break
             hi, width = lo, width * 2
-        if searched and not any_stamp(data, start, self._end):  # none behind, none ahead
-            self._stampless_to = self._end
+        if start - self._stampless_from >= STAMPLESS:
+            self._stampless_to = stampless_until(data, start, min(self._end, start + LOOK_AHEAD))
         self._stamp_pos = start
         return self._stamp
 

@@ -183,24 +183,25 @@ def test_a_reused_buffer_shows_nothing_of_the_stream_before():
     assert [e.source.line for e in third.events(io.BytesIO(b"ok\n" + oom))] == [2] and third.lines_read == 2
 
 
-@pytest.mark.parametrize("chunk", [4096, None])
-def test_hits_in_long_stamp_less_stretches_borrow_the_last_time_before_them(chunk, monkeypatch):
-    """A driver console prints no times for thousands of lines; after a lookup finds none, the
-    rest of the buffer is asked once whether it holds any. Times that turn up later, in this
-    chunk or the next, are still the ones the hits after them borrow."""
+@pytest.mark.parametrize("chunk, stampless, ahead", [(4096, 4096, 8192), (None, None, None)])
+def test_hits_in_long_stamp_less_stretches_borrow_the_last_time_before_them(chunk, stampless, ahead, monkeypatch):
+    """A driver console prints no times for thousands of lines; after a long stretch without
+    one, the bytes ahead are asked once whether they hold any. Times that turn up later, in
+    this chunk or the next, are still the ones the hits after them borrow."""
     import io
 
     from oomlens import lines, scan
     from oomlens.scan import FileContext, Scanner
 
-    if chunk:
-        monkeypatch.setattr(scan, "CHUNK", chunk)
+    for name, value in (("CHUNK", chunk), ("STAMPLESS", stampless), ("LOOK_AHEAD", ahead)):
+        if value:
+            monkeypatch.setattr(scan, name, value)
     hit = b"(TaskRunner pid=7) step:%d - perf/max_memory_allocated_gb:1.5 - perf/cpu_memory_used_gb:9.0\n"
     stamp = b"INFO 11-21 10:%02d:00 [metrics.py:351] Avg prompt throughput: 1.0 tokens/s\n"
     data, expected = [], []
     minute = None
-    for i in range(1200):
-        if i in (500, 510, 1100):  # two times close together, then one after a long stretch
+    for i in range(3000):
+        if i in (500, 510, 2900):  # two times close together, then one after a long stretch
             minute = i // 100
             data.append(stamp % minute)
         elif i % 3 == 0:
