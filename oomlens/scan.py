@@ -82,7 +82,6 @@ class _Block:
     end_line: int
     raw: str
     offset: int
-    data: bytes = b""
 
 
 def _fullness(drafts: list[dict]) -> tuple[int, int]:
@@ -330,11 +329,17 @@ class Scanner:
         """Scan the hits in data[begin:cut]; returns how many bytes were consumed (the rest is carried).
 
         A trigger starting before `cut` may end after it. A hit deep inside a long line
-        is read from OVERLAP bytes before it, not from its line's start."""
+        is read from OVERLAP bytes before it, not from its line's start.
+
+        The chunk's blocks are all read before their times are looked up, one lookup after
+        the other: interleaved with parsing, each lookup found the stamp prefilter's tables
+        gone from the cache, and cost twice as much."""
         counted_pos, counted_lines = 0, 0
         self._counted = (0, 0)
         skip_until: dict[str, int] = {}
         self._end = end
+        blocks: list[tuple[_Block, list[dict], str | None]] = []  # with the actor announced before each
+        carried = cut
         for pos, fam in self.trigger.finditer(data, begin, end):
             if pos >= cut:
                 break
@@ -348,44 +353,49 @@ class Scanner:
             if pos - start > MAX_LINE // 2:
                 start = _char_start(data, pos - OVERLAP)
             if not eof and fam.max_lines > 1 and cut - start < MAX_BLOCK:
-                self._stamp_before(data, start)  # remember the context the next round cannot see
-                return start  # a block that may run past this chunk: scan it with the next one
+                carried = start  # a block that may run past this chunk: scan it with the next one
+                break
             counted_lines += newlines(data, counted_pos, start)
             counted_pos = start
             self._counted = (counted_pos, counted_lines)  # the chunk's line count goes on from here
-            block = self._block(data, start, pos, fam, line_base + counted_lines)
-            if block is None:
+            found = self._block(data, start, pos, fam, line_base + counted_lines)
+            if found is None:
                 continue
-            end, event_list = block
-            skip_until[fam.name] = end
-            yield from event_list
-        return cut
+            skip_until[fam.name], block, drafts = found
+            blocks.append((block, drafts, self._actor))
+        stamps = [(b.head.stamp, False) if b.head.stamp is not None else (self._stamp_before(data, b.offset), True) for b, _, _ in blocks]
+        if carried < cut:
+            self._stamp_before(data, carried)  # remember the context the next round cannot see
+        for (block, drafts, actor), (stamp, inferred) in zip(blocks, stamps):
+            yield from self._build(block, drafts, actor, stamp, inferred)
+        return carried
 
     # -- blocks ----------------------------------------------------------------------------
 
-    def _block(self, data: bytes, start: int, pos: int, fam: Family, lineno: int) -> tuple[int, list[Event]] | None:
-        """Gather, parse and build the block that starts on the line at `start`.
+    def _block(self, data: bytes, start: int, pos: int, fam: Family, lineno: int) -> tuple[int, _Block, list[dict]] | None:
+        """Gather and parse the block that starts on the line at `start`: where it ends, the
+        block, and its drafts.
 
         A paste from a terminal may be hard-wrapped at a fixed width: when the block as
         written parses only in part, it is read again with wrapped lines rejoined, and
         the fuller reading wins."""
         found = self._gather(data, start, pos, fam, lineno, unwrap=False)
         if found is None or not any(d.get("fields", {}).get("truncated") for d in found[2]):
-            return self._build(found) if found else None
+            return found
         rejoined = self._gather(data, start, pos, fam, lineno, unwrap=True)
         if rejoined and _fullness(rejoined[2]) > _fullness(found[2]):
             found = rejoined
-        return self._build(found)
+        return found
 
     def _gather(
         self, data: bytes, start: int, pos: int, fam: Family, lineno: int, unwrap: bool
-    ) -> tuple[int, "_Block", list[dict]] | None:
+    ) -> tuple[int, _Block, list[dict]] | None:
         first_raw, nxt, n_phys = _logical_line(data, start, self._end, unwrap)
         at = _plain_at(fam, bytes(data[start:nxt]), first_raw) if fam.shapes is not None and n_phys == 1 else -1
         if at >= 0:  # a plain line of a high-volume family: a block of its own, read as it is
             text = first_raw.rstrip("\r\n")
             drafts, _complete = fam.parse(text[at:])
-            return (nxt, _Block(Line(text), lineno, lineno, first_raw.strip("\r\n"), start, data), drafts) if drafts else None
+            return (nxt, _Block(Line(text), lineno, lineno, first_raw.strip("\r\n"), start), drafts) if drafts else None
         # a progress bar rewrites its line with \r: the hit's segment is the message
         seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1 if "\r" in first_raw.rstrip("\r\n") else 0
         head = peel(first_raw[seg_start:].split("\r", 1)[0])
@@ -424,18 +434,12 @@ class Scanner:
         drafts, _complete = fam.parse(_normalise("\n".join(texts)))
         if not drafts:
             return None
-        return end, _Block(head, lineno, end_line, "\n".join(raw_texts), start, data), drafts
+        return end, _Block(head, lineno, end_line, "\n".join(raw_texts), start), drafts
 
-    def _build(self, found: tuple[int, "_Block", list[dict]]) -> tuple[int, list[Event]]:
-        end, block, drafts = found
+    def _build(self, block: _Block, drafts: list[dict], actor: str | None, stamp: Stamp | None, inferred: bool) -> list[Event | Clue]:
         head = block.head
-        if head.stamp is not None:
-            stamp, inferred = head.stamp, False
-        else:
-            stamp, inferred = self._stamp_before(block.data, block.offset), True
-        actor = head.actor or self._actor
         source = Source(self.ctx.path, block.line, block.end_line)
-        return end, [self._event(d, head, stamp, inferred, actor, source, block.raw) for d in drafts]
+        return [self._event(d, head, stamp, inferred, head.actor or actor, source, block.raw) for d in drafts]
 
     def _event(
         self, draft: dict, head: Line, stamp: Stamp | None, inferred: bool, actor: str | None, source: Source, raw: str

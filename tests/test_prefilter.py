@@ -186,7 +186,7 @@ def test_a_reused_buffer_shows_nothing_of_the_stream_before():
 @pytest.mark.parametrize("chunk, stampless, ahead", [(4096, 4096, 8192), (None, None, None)])
 def test_hits_in_long_stamp_less_stretches_borrow_the_last_time_before_them(chunk, stampless, ahead, monkeypatch):
     """A driver console prints no times for thousands of lines; after a long stretch without
-    one, the bytes ahead are asked once whether they hold any. Times that turn up later, in
+    one, the bytes ahead are asked once where the next one is. Times that turn up later, in
     this chunk or the next, are still the ones the hits after them borrow."""
     import io
 
@@ -213,4 +213,17 @@ def test_hits_in_long_stamp_less_stretches_borrow_the_last_time_before_them(chun
     monkeypatch.setattr(scan, "last_stamp", lambda data, lo, hi: searched.append(hi - lo) or lines.last_stamp(data, lo, hi))
     found = list(Scanner(FileContext("driver.log", year=2026)).events(io.BytesIO(b"".join(data))))
     assert [e.time for e in found] == expected
-    assert sum(searched) < len(b"".join(data))  # the stretches without a time are searched once, at most
+    assert sum(searched) < len(b"".join(data)) // 2  # most of the stretches without a time were not searched hit by hit
+
+
+def test_each_hit_takes_the_actor_announced_last_before_it():
+    """A worker runs one task after another, each announced by a `:task_name:` line; a hit
+    takes the task announced before it, also after another hit in the same chunk."""
+    import io
+
+    from oomlens.scan import FileContext, Scanner
+
+    oom = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB\n"
+    data = b":task_name:generate_sequences\n" + oom + b"x\n" * 3 + b":task_name:compute_log_prob\n" + oom
+    events = list(Scanner(FileContext("worker-01-4001.out", "worker", 4001)).events(io.BytesIO(data)))
+    assert [(e.kind, e.actor) for e in events] == [("cuda_oom", "generate_sequences"), ("cuda_oom", "compute_log_prob")]
