@@ -73,9 +73,6 @@ class Source:
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "line": self.line, "end_line": self.end_line}
 
-    def __reduce__(self) -> tuple:
-        return Source, (self.path, self.line, self.end_line)  # for the process pool: a tuple pickles fast
-
 
 @dataclass(slots=True)
 class Event:
@@ -103,15 +100,6 @@ class Event:
             raise ValueError(f"unknown event kind {self.kind!r}")
         if not self.sources:
             self.sources = [self.source]
-
-    def __reduce__(self) -> tuple:
-        """Events cross from the worker processes as plain tuples: slots dataclasses pickle
-        through a generated __getstate__, about twice as slow (and a tuple made by a generator
-        over __slots__ costs as much as the rest of pickling). In field order."""
-        return Event, (
-            self.kind, self.source, self.text, self.time, self.time_inferred, self.node, self.pid, self.actor,
-            self.method, self.rank, self.gpu, self.component, self.memory, self.fields, self.sources, self.id,
-        )
 
     def to_dict(self) -> dict[str, Any]:
         """The contract-v1 object (plus `sources` and `time_inferred`, both additive)."""
@@ -150,6 +138,43 @@ class Clue:
 
 
 CLUE_KINDS = ("context", "setting")
+
+
+def to_rows(found: list[Event | Clue]) -> list[tuple]:
+    """Events and clues as tuples of plain values: how they cross from the worker processes.
+    Pickle writes and reads such a tuple without calling any code of ours; an object it
+    takes apart and rebuilds through calls, about twice as slow each way (25k events: 0.29 s
+    of pickling, 0.16 s now with from_rows). A clue's kind tells it from an event's; an
+    event's one source is not repeated."""
+    rows: list[tuple] = []
+    for x in found:
+        src = x.source
+        if isinstance(x, Clue):
+            rows.append((x.kind, src.path, src.line, src.end_line, x.fields, x.time, x.pid, x.actor, x.node))
+            continue
+        sources = None if len(x.sources) == 1 and x.sources[0] is src else [(s.path, s.line, s.end_line) for s in x.sources]
+        rows.append((
+            x.kind, src.path, src.line, src.end_line, x.text, x.time, x.time_inferred, x.node, x.pid, x.actor,
+            x.method, x.rank, x.gpu, x.component, x.memory, x.fields, sources, x.id,
+        ))
+    return rows
+
+
+def from_rows(rows: list[tuple]) -> list[Event | Clue]:
+    """What to_rows() was given."""
+    found: list[Event | Clue] = []
+    for row in rows:
+        if row[0] in CLUE_KINDS:
+            kind, path, line, end_line, fields, time, pid, actor, node = row
+            found.append(Clue(kind, Source(path, line, end_line), fields, time, pid, actor, node))
+            continue
+        kind, path, line, end_line, text, time, inferred, node, pid, actor, method, rank, gpu, component, memory, fields, sources, id_ = row
+        source = Source(path, line, end_line)
+        found.append(Event(
+            kind, source, text, time, inferred, node, pid, actor, method, rank, gpu, component, memory, fields,
+            [source] if sources is None else [Source(*s) for s in sources], id_,
+        ))
+    return found
 
 
 # Identity of one occurrence across the channels that report it (raylet.out, raylet.err,

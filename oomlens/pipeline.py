@@ -10,7 +10,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING
 
 from . import collector
-from .events import Clue, Event, fold
+from .events import Clue, Event, fold, from_rows, to_rows
 from .scan import FileContext, Scanner
 from .sources import Input, discover, reopen
 
@@ -125,23 +125,24 @@ def _worker_started() -> None:
     gc.enable()
 
 
-def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None) -> tuple[list[Event | Clue], int, int, list[str]]:
-    """In a worker process: scan one file, return what the parent needs of its Input."""
+def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None) -> tuple[list[tuple], int, int, list[str]]:
+    """In a worker process: scan one file, return what the parent needs of its Input (the
+    events as rows of plain values, events.to_rows)."""
     item = reopen(Input(file, role, pid, node, file=file))
     found = read_input(item)
-    return found, item.bytes, item.lines, item.problems
+    return to_rows(found), item.bytes, item.lines, item.problems
 
 
 def _collect(item: Input, found: list[Event | Clue] | Future) -> list[Event | Clue]:
     if not isinstance(found, Future):
         return found
     try:
-        events, item.bytes, item.lines, problems = found.result()
+        rows, item.bytes, item.lines, problems = found.result()
     except Exception as err:  # noqa: BLE001 - a worker that died costs only its input
         item.problems.append(f"oomlens failed on this input (please report): {type(err).__name__}: {err}")
         return []
     item.problems.extend(problems)
-    return events
+    return from_rows(rows)
 
 
 def parse_text(text: str, name: str = "<text>") -> list[Event]:

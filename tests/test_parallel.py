@@ -79,22 +79,27 @@ def test_the_pool_gets_the_biggest_files_first_and_results_stay_in_input_order(t
     assert [i.bytes for i in diagnosis.inputs] == [200, 100_000, 2_000, 400]
 
 
-def test_an_event_crosses_processes_whole():
-    """Events reach the parent pickled through Event.__reduce__: every field comes back."""
+def test_events_and_clues_cross_processes_whole():
+    """Events and clues reach the parent as rows of plain values: every field comes back,
+    several sources or one."""
     import dataclasses
     import pickle
 
-    from oomlens.events import Event, Source
+    from oomlens.events import Clue, Event, Source, from_rows, to_rows
 
     values = {
         f.name: f"{f.name}-value" for f in dataclasses.fields(Event) if f.name not in ("kind", "source", "sources", "fields")
     }
-    event = Event(
+    several = Event(
         kind="cuda_oom", source=Source("w.out", 3, 4), fields={"free_bytes": 7}, sources=[Source("a", 1, 1), Source("b", 2, 2)],
         **values,
     )
-    again = pickle.loads(pickle.dumps(event))
-    assert again == event and [dataclasses.asdict(s) for s in again.sources] == [{"path": "a", "line": 1, "end_line": 1}, {"path": "b", "line": 2, "end_line": 2}]
+    one = Event(kind="gpu_memory", source=Source("w.out", 9, 9), text="memory allocated (GB): 1", pid=4, fields={"label": "x"})
+    clue = Clue("context", Source("w.out", 5, 8), {"frames": [{"path": "a.py"}]}, "2026-01-01T00:00:00", 4, "Actor", "10.0.0.1")
+    again = from_rows(pickle.loads(pickle.dumps(to_rows([several, one, clue]))))
+    assert again == [several, one, clue]
+    assert [dataclasses.asdict(s) for s in again[0].sources] == [{"path": "a", "line": 1, "end_line": 1}, {"path": "b", "line": 2, "end_line": 2}]
+    assert again[1].sources == [again[1].source] and type(again[2]) is Clue
 
 
 def test_worker_processes_collect_cycles():
