@@ -74,7 +74,15 @@ def readings(events: list[Event]) -> list[Reading]:
 
 def _one_copy(events: list[Event]) -> list[Event]:
     """`events` minus the copies of a memory line that another file carries more often.
-    Most lines are in one file only: copies are counted only for lines in two."""
+    Most lines are in one file only: copies are counted only for lines in two, and only
+    looked for when some process has memory lines in two files (a line's process is part
+    of what identifies it)."""
+    files_of: dict[int | None, set[str]] = {}
+    for event in events:
+        if event.kind == "gpu_memory":
+            files_of.setdefault(event.pid, set()).add(event.source.path)
+    if all(len(paths) == 1 for paths in files_of.values()):
+        return events
     lines = [(_line_of(event), event.source.path) for event in events if event.kind == "gpu_memory"]
     first_file: dict[tuple, str] = {}
     shared = {line for line, path in lines if first_file.setdefault(line, path) != path}
