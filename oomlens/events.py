@@ -103,13 +103,14 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         """The contract-v1 object (plus `sources` and `time_inferred`, both additive)."""
+        source = self.source.to_dict()
         return {
             "id": self.id,
             "kind": self.kind,
             "time": self.time,
             "time_inferred": self.time_inferred,
-            "source": self.source.to_dict(),
-            "sources": [s.to_dict() for s in self.sources],
+            "source": source,
+            "sources": [source] if len(self.sources) == 1 and self.sources[0] is self.source else [s.to_dict() for s in self.sources],
             "node": self.node,
             "pid": self.pid,
             "actor": self.actor,
