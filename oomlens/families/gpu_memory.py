@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import lark
 
-from oomlens.events import to_bytes
+from oomlens.events import GIB, to_bytes
 
 CONTRACT = ("allocated_bytes", "reserved_bytes", "used_bytes", "total_bytes")
 
@@ -43,7 +43,9 @@ def _draft(label: str | None, fields: dict, memory: str = "gpu") -> dict:
 
 
 def _gib(number) -> int | None:
-    return None if number is None else to_bytes(number, "GiB")
+    """Bytes of a DECIMAL or NUMBER token in GiB (to_bytes without its comma and unit
+    handling: these tokens have neither, and a memory line has up to four of them)."""
+    return None if number is None else round(float(number) * GIB)
 
 
 class Transformer(lark.Transformer):
