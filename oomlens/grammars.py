@@ -36,10 +36,9 @@ from typing import Any
 from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import LarkError, UnexpectedInput
 
+from .events import TO_ZERO  # ASCII digits: others never reach a number token
+
 DIRECTIVE = re.compile(r"^//!\s*(\w+):\s?(.*)$")
-# ASCII digits (others never reach a number token), as bytes: bytes.translate is a table
-# lookup in C, str.translate a dict lookup per character (ten times slower)
-TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 MAX_SHAPES = 4096
 
 

@@ -8,10 +8,9 @@ from typing import Any
 
 from .correlate import Incident
 from .data import load
-from .events import Clue, Event
+from .events import TO_ZERO, Clue, Event
 
 DIGITS = re.compile(r"\d")
-ZEROS = bytes.maketrans(b"123456789", b"000000000")  # DIGITS of ASCII text, for bytes.translate
 SLEEP_MODE = re.compile(r"Sleep mode freed|CuMemAllocator|wake_up|enable_sleep|free_cache_engine")
 
 
@@ -48,7 +47,7 @@ def _shape(text: str) -> str:
     """The text with every digit a 0. bytes.translate does it many times faster than the
     regex, which stays for text that is not ASCII (where \\d is any script's digit)."""
     if text.isascii():
-        return text.encode("ascii").translate(ZEROS).decode("ascii")
+        return text.encode("ascii").translate(TO_ZERO).decode("ascii")
     return DIGITS.sub("0", text)
 
 

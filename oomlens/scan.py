@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from .events import CLUE_KINDS, Clue, Event, Source
-from .grammars import MAX_SHAPES, TO_ZERO, Family, families
+from .events import CLUE_KINDS, TO_ZERO, Clue, Event, Source
+from .grammars import MAX_SHAPES, Family, families
 from .lines import Line, Prefilter, Stamp, fast_regex, last_stamp, peel, stampless_until
 
 try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
