@@ -1,12 +1,12 @@
 """Lines: peel the envelopes around a log message (formats.md §0) and keep what they say.
 
-A line as a user pastes it may carry, outermost first: a paste prefix (`> `, a CI or
-docker-compose `name | `), colour codes (whole, or with the ESC byte lost or replaced by
-U+FFFD), Ray's `(Name pid=N, ip=X)` / `(raylet)` prefix, Ray's magic tokens, Ray's
-`[repeated Nx across cluster]` suffix, and then the header of whatever logger wrote the
-message (spdlog, Ray's Python logger, veRL, vLLM, c10, DeepSpeed, the kernel). Each layer
-is peeled in a loop until none matches; the facts each layer carries (time, pid, ip,
-actor name, rank) become the line's context.
+A line as a user pastes it may carry any chain of envelopes: what a collector, a viewer
+or a CI added, Ray's `(Name pid=N, ip=X)` / `(raylet)` prefix and magic tokens, and the
+header of whatever logger wrote the message. They are data (`data/envelopes.toml`, each
+with sample lines the suite peels); colour codes in every form they survive in are
+removed first, Ray's `[repeated Nx across cluster]` suffix after. Envelopes are peeled
+in a loop until none matches; the facts they carry (time, pid, ip, actor name, rank)
+become the line's context.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,14 +24,12 @@ from typing import NamedTuple
 
 MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 
-# Each alternative begins with its own literal, so `re` skips every other character at C
-# speed (an optional prefix made it try each position of the line, ten times slower).
-ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\ufffd\[[0-9;]+m|\^\[\[[0-9;]+m|`\[[0-9;]+m|\[[0-9;]+m")
 REPEATED = re.compile(
     r"\s*\[repeated (\d+)x across cluster\]"
     r"(?: \(Ray deduplicates logs by default\..*?more options\.\))?\s*$"
 )
 MAGIC = re.compile(r"^:(info_message|actor_name|task_name|job_id|event_summary):")
+_ASCTIME = re.compile(r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[ T](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:,(?P<frac>\d{3}))?")
 
 
 class Stamp(NamedTuple):
@@ -75,161 +72,84 @@ def _ms(frac: str | None) -> int | None:
     return None if not frac else int(frac[:3].ljust(3, "0"))
 
 
-def _ints(*groups: str | None) -> list[int]:
-    return [int(g) for g in groups]
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One layout of `data/envelopes.toml`: a prefix and the facts its groups carry."""
+
+    name: str
+    first: str  # the characters its match can start with, "" for any
+    pattern: re.Pattern[str]
+    stream: bool  # Ray's driver-side prefix: names one worker's stream
+    samples: tuple[dict, ...]
 
 
-def _buildkite(line: Line, m: re.Match) -> None:
-    y, mo, d, h, mi, s = _ints(*m.group(1, 2, 3, 4, 5, 6))
-    line.stamp = line.stamp or Stamp(y, mo, d, h, mi, s)
+def _stamp_of_groups(g: dict[str, str | None]) -> Stamp | None:
+    if g.get("h") is None:
+        return None
+    month = MONTHS.get(g["mon"] or "") if "mon" in g else None
+    month = month or int(g["mo"])
+    year = int(g["y"]) if g.get("y") else None
+    return Stamp(year, month, int(g["d"]), int(g["h"]), int(g["mi"]), int(g["s"]), _ms(g.get("frac")))
 
 
-def _ray_prefix(line: Line, m: re.Match) -> None:
-    if line.stream:  # an inner prefix (a vLLM subprocess) keeps the outer worker's identity
-        if line.rank is None and m.group("vrank"):
-            line.rank = int(m.group("vrank"))
+def _take_stamp(line: Line, stamp: Stamp) -> None:
+    """The innermost time with a year wins; a time without one borrows the year of an outer
+    time of the same day, else the outer time stands (envelopes.toml says why)."""
+    outer = line.stamp
+    if outer is None or stamp.year is not None or outer.year is None:
+        line.stamp = stamp
+    elif (outer.month, outer.day) == (stamp.month, stamp.day):
+        line.stamp = stamp._replace(year=outer.year)
+
+
+def _apply(envelope: Envelope, line: Line, m: re.Match) -> None:
+    """Copy what the envelope says into the line: who wrote it from the outermost envelope
+    that tells, the time by _take_stamp."""
+    g = m.groupdict()
+    if not g:
         return
-    line.stream = m.group(0).strip()
-    pid = m.group("pid")
-    if pid.isdigit():
-        line.pid = int(pid)
-    line.actor = m.group("name") or (None if pid.isdigit() else pid)
-    line.ip = m.group("ip")
-    if m.group("vrank"):
-        line.rank = int(m.group("vrank"))
-
-
-def _ray_source(line: Line, m: re.Match) -> None:
-    if not line.stream:
+    stamp = _stamp_of_groups(g)
+    if stamp is not None:
+        _take_stamp(line, stamp)
+    if g.get("uptime"):
+        line.uptime = float(g["uptime"])
+    if envelope.stream:
+        if line.stream:  # an inner prefix (a vLLM subprocess) keeps the outer worker's identity
+            if line.rank is None and g.get("rank"):
+                line.rank = int(g["rank"])
+            return
         line.stream = m.group(0).strip()
-        line.actor = m.group("src").split()[0]
-        line.ip = m.group("ip")
+    pid, name = g.get("pid"), g.get("name") or (g["src"].split()[0] if g.get("src") else None)
+    if pid is not None and not pid.isdigit():
+        pid, name = None, name or pid
+    if line.pid is None and pid is not None:
+        line.pid = int(pid)
+    if line.actor is None and name:
+        line.actor = name
+    if line.ip is None and g.get("ip"):
+        line.ip = g["ip"]
+    if line.rank is None and g.get("rank"):
+        line.rank = int(g["rank"])
 
 
-def _spdlog(line: Line, m: re.Match) -> None:
-    y, mo, d, h, mi, s = _ints(*m.group(1, 2, 3, 4, 5, 6))
-    line.stamp = line.stamp if line.stamp and line.stamp.year else Stamp(y, mo, d, h, mi, s, _ms(m.group(7)))
-    if line.pid is None:
-        line.pid = int(m.group(9))
-    if line.actor is None and m.group(10):
-        line.actor = m.group(10)
+def _load_envelopes() -> tuple[re.Pattern[str], tuple[Envelope, ...]]:
+    from .data import load
+
+    table = load("envelopes.toml")
+    debris = re.compile("|".join(d["pattern"] for d in table["debris"]))
+    envelopes = tuple(
+        Envelope(e["name"], e["first"], re.compile(e["pattern"]), e.get("stream", False), tuple(e.get("sample", ())))
+        for e in table["envelope"]
+    )
+    return debris, envelopes
 
 
-def _pylog(line: Line, m: re.Match) -> None:
-    y, mo, d, h, mi, s = _ints(*m.group("y", "mo", "d", "h", "mi", "s"))
-    if not (line.stamp and line.stamp.year):
-        line.stamp = Stamp(y, mo, d, h, mi, s, _ms(m.group("ms")))
-
-
-def _vllm(line: Line, m: re.Match) -> None:
-    mo, d, h, mi, s = _ints(*m.group(2, 3, 4, 5, 6))
-    if line.stamp is None:
-        line.stamp = Stamp(None, mo, d, h, mi, s)
-    elif line.stamp.year is None or (line.stamp.month, line.stamp.day) != (mo, d):
-        line.stamp = Stamp(line.stamp.year if line.stamp.month == mo else None, mo, d, h, mi, s)
-
-
-def _c10(line: Line, m: re.Match) -> None:
-    line.rank = int(m.group(1)) if line.rank is None else line.rank
-    if m.group(3) and line.stamp is None:
-        mo, d, h, mi, s = _ints(*m.group(3, 4, 5, 6, 7))
-        line.stamp = Stamp(None, mo, d, h, mi, s, _ms(m.group(8)))
-
-
-def _dmesg_uptime(line: Line, m: re.Match) -> None:
-    line.uptime = float(m.group(1))
-
-
-def _dmesg_wall(line: Line, m: re.Match) -> None:
-    mo = MONTHS[m.group(1)]
-    d, h, mi, s, y = _ints(*m.group(2, 3, 4, 5, 6))
-    line.stamp = Stamp(y, mo, d, h, mi, s)
-
-
-def _syslog(line: Line, m: re.Match) -> None:
-    mo = MONTHS[m.group(1)]
-    d, h, mi, s = _ints(*m.group(2, 3, 4, 5))
-    line.stamp = line.stamp or Stamp(None, mo, d, h, mi, s)
-    if m.group(6):
-        line.uptime = float(m.group(6))
-
-
-_DATE = r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[ T](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
-_LEVEL = r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
-
-# Each layer: (the characters its match can start with, "" for any; pattern; handler). The
-# handler copies what the envelope says into the Line; None: nothing worth keeping.
-LAYERS: list[tuple[str, re.Pattern[str], Callable[[Line, re.Match], None] | None]] = [
-    # paste prefixes: markdown quotes, CI log gutters, docker-compose service names
-    ("", re.compile(r"^(?:> ?)+|^\s*\| |^[\w.-]+ +\| "), None),
-    ("[", re.compile(r"^\[(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?Z\] "), _buildkite),
-    (
-        "(",
-        re.compile(
-            r"^\((?:(?P<name>[^\s()]+(?:\([^)]*\))?)(?: rank=(?P<vrank>\d+))? )?pid=(?P<pid>\d+|[a-z_]+)"
-            r"(?:, ip=(?P<ip>[\d.:a-fA-F]+))?\) ?"
-        ),
-        _ray_prefix,
-    ),
-    (
-        "(",
-        re.compile(r"^\((?P<src>raylet|gcs_server|autoscaler \+\S+|scheduler \+\S+)(?:, ip=(?P<ip>[\d.:a-fA-F]+))?\) ?"),
-        _ray_source,
-    ),
-    (":", MAGIC, None),
-    # Ray C++ (spdlog) and glog-style headers: [2024-08-26 21:30:10,113 I 393 393] (raylet) file.cc:287:
-    (
-        "[",
-        re.compile(
-            r"^\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d{3}) ([A-Z]) (\d+) \d+\] (?:\((\w+)\) )?(?:[\w.]+:\d+: )?"
-        ),
-        _spdlog,
-    ),
-    # DeepSpeed: [2024-08-02 01:24:59,694] [INFO] [launch.py:319:sigkill_handler]
-    ("[", re.compile(r"^\[" + _DATE + r"(?:,(?P<ms>\d{3}))?\] \[" + _LEVEL + r"\] (?:\[[^\]]*\] )?"), _pylog),
-    # veRL: DEBUG:2025-05-01 10:12:33,123:
-    ("DIWECF", re.compile(r"^" + _LEVEL + ":" + _DATE + r",(?P<ms>\d{3}):"), _pylog),
-    # Ray's Python logger: 2023-12-17 06:59:10,172\tINFO worker.py:1673 --
-    ("0123456789", re.compile(r"^" + _DATE + r",(?P<ms>\d{3})\s+" + _LEVEL + r" [\w.]+:\d+ -- "), _pylog),
-    # other Python logging: "2025-12-23 07:57:12,658 - ERROR - name - " / "2024-04-27 10:13:05 | ERROR | stderr | "
-    (
-        "0123456789",
-        re.compile(r"^" + _DATE + r"(?:,(?P<ms>\d{3}))? ?[-|] ?" + _LEVEL + r" ?[-|] ?(?:[\w.]+ ?[-|] )?"),
-        _pylog,
-    ),
-    # vLLM: "INFO 06-09 17:08:25 [utils.py:266] " (>=0.8) and "INFO 10-23 19:55:16 model_runner.py:1067] " (older)
-    (
-        "DIWEC",
-        re.compile(
-            r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)? "
-            r"(?:\[[^\]\s]+:\d+\]|[\w.]+:\d+\]) ?"
-        ),
-        _vllm,
-    ),
-    # external launchers put "[<n>] " before the c10 rank prefix
-    ("[", re.compile(r"^\[\d+\] (?=\[rank)"), None),
-    # c10: "[rank1]:[E810 03:04:11.061727749 ProcessGroupNCCL.cpp:683] ", "[rank7]:[E file:line] ", "[rank7]: "
-    (
-        "[",
-        re.compile(r"^\[rank-?(\d+)\]:(?:\[([A-Z])(?:(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+))? ?[\w.]+:\d+\] ?| ?)"),
-        _c10,
-    ),
-    ("[", re.compile(r"^\[\s*(\d+\.\d+)\] "), _dmesg_uptime),
-    ("[", re.compile(r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d+) (\d\d):(\d\d):(\d\d) (\d{4})\] "), _dmesg_wall),
-    (
-        "JFMASOND",
-        re.compile(r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d+) (\d\d):(\d\d):(\d\d) \S+ kernel: (?:\[\s*(\d+\.\d+)\] )?"),
-        _syslog,
-    ),
-]
-# the layers worth trying on a line, by its first character
-_ANY_FIRST = [(pattern, handler) for starts, pattern, handler in LAYERS if not starts]
-_BY_FIRST = {
-    char: [(pattern, handler) for starts, pattern, handler in LAYERS if not starts or char in starts]
-    for char in "".join(starts for starts, _, _ in LAYERS)
-}
-
-
+# Each alternative of the debris begins with its own literal, so `re` skips every other
+# character at C speed (an optional prefix made it try each position of the line).
+ANSI, ENVELOPES = _load_envelopes()
+# the envelopes worth trying on a line, by its first character
+_ANY_FIRST = tuple(e for e in ENVELOPES if not e.first)
+_BY_FIRST = {char: tuple(e for e in ENVELOPES if not e.first or char in e.first) for e in ENVELOPES for char in e.first}
 def _json_record(text: str) -> Line | None:
     """Ray's JSON records: events/event_*.log and structured logs (RAY_BACKEND_LOG_JSON=1).
 
@@ -246,10 +166,9 @@ def _json_record(text: str) -> Line | None:
         t = datetime.fromtimestamp(epoch / 1000 if epoch > 1e11 else epoch, tz=timezone.utc)
         line.stamp = Stamp(t.year, t.month, t.day, t.hour, t.minute, t.second)
     elif isinstance(record.get("asctime"), str):
-        m = re.match(_DATE + r"(?:,(?P<ms>\d{3}))?", record["asctime"])
+        m = _ASCTIME.match(record["asctime"])
         if m:
-            y, mo, d, h, mi, s = _ints(*m.group("y", "mo", "d", "h", "mi", "s"))
-            line.stamp = Stamp(y, mo, d, h, mi, s, _ms(m.group("ms")))
+            line.stamp = _stamp_of_groups(m.groupdict())
     pid = record.get("pid") or record.get("source_pid")
     if isinstance(pid, (int, str)) and str(pid).isdigit():
         line.pid = int(pid)
@@ -268,12 +187,11 @@ def peel(raw: str) -> Line:
     if m:
         line.repeated = int(m.group(1))
         text = text[: m.start()]
-    for _ in range(12):  # each pass peels one layer; a line has a handful at most
-        for pattern, handler in _BY_FIRST.get(text[:1], _ANY_FIRST):
-            m = pattern.match(text)
+    for _ in range(16):  # each pass peels one envelope; a line has a handful at most
+        for envelope in _BY_FIRST.get(text[:1], _ANY_FIRST):
+            m = envelope.pattern.match(text)
             if m and m.end() > 0:
-                if handler is not None:
-                    handler(line, m)
+                _apply(envelope, line, m)
                 text = text[m.end() :]
                 break
         else:

@@ -1,0 +1,127 @@
+"""The envelope table (oomlens/data/envelopes.toml): every sample peels to its message and
+facts, and envelopes chained in any order peel as well as one alone."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from oomlens.data import load
+from oomlens.lines import ENVELOPES, peel
+
+TABLE = load("envelopes.toml")
+SAMPLES = [(e["name"], s) for e in TABLE["envelope"] for s in e.get("sample", ())]
+DEBRIS = [(d["name"], s) for d in TABLE["debris"] for s in d.get("sample", ())]
+FACTS = ("pid", "ip", "rank", "uptime")
+
+
+def shown(stamp) -> str | None:
+    """A Stamp as the samples write it."""
+    if stamp is None:
+        return None
+    text = f"{stamp.month:02d}-{stamp.day:02d} {stamp.hour:02d}:{stamp.minute:02d}:{stamp.second:02d}"
+    if stamp.year is not None:
+        text = f"{stamp.year:04d}-{text}"
+    return text if stamp.millis is None else f"{text}.{stamp.millis:03d}"
+
+
+def test_every_envelope_and_debris_form_has_a_sample():
+    for entry in [*TABLE["envelope"], *TABLE["debris"]]:
+        assert entry.get("sample"), f"{entry['name']} carries no sample"
+    assert len(ENVELOPES) == len(TABLE["envelope"])
+
+
+@pytest.mark.parametrize("name,sample", SAMPLES, ids=[f"{n}:{s['line'][:40]}" for n, s in SAMPLES])
+def test_envelope_sample(name, sample):
+    line = peel(sample["line"])
+    assert line.text == sample["text"], name
+    for fact in FACTS:
+        if fact in sample:
+            assert getattr(line, fact) == sample[fact], f"{name}: {fact}"
+    if "name" in sample:
+        assert line.actor == sample["name"], name
+    if "stamp" in sample:
+        assert shown(line.stamp) == sample["stamp"], name
+
+
+@pytest.mark.parametrize("name,sample", DEBRIS, ids=[f"{n}:{s['line'][:30]}" for n, s in DEBRIS])
+def test_debris_sample(name, sample):
+    assert peel(sample["line"]).text == peel(sample["text"]).text, name
+
+
+# What a collector, a viewer or a CI puts before a line, in forms users paste.
+OUTER = [
+    "[2026-03-12 11:17:34] ",
+    "[1763] ",
+    "1763:",
+    "logs/worker-01-ffff-77.err:1763:",
+    "  1763\t",
+    "2026-03-12T11:17:34.123456789Z ",
+    "2024-05-01T12:00:00.1234567Z ",
+    "Mar 12 11:17:34 head-0 ray-job[2211]: ",
+    "Mar 12 11:17:34 ",
+    "> ",
+    "ray-head-1  | ",
+    "[pod/raycluster-head-x7/ray-head] ",
+    "2026-03-12T11:17:34+08:00 stdout F ",
+]
+COLOURS = ["", "\x1b[36m", "#033[36m", "^[[36m", "\\x1b[36m", "\ufffd[36m", "[36m"]
+MESSAGES = [
+    ("(WorkerDict pid=14523, ip=10.0.0.4) ", "torch.OutOfMemoryError: CUDA out of memory.", {"pid": 14523, "ip": "10.0.0.4", "actor": "WorkerDict"}),
+    ("(raylet) ", "A worker died or was killed while executing a task", {"actor": "raylet"}),
+    ("[2024-08-26 21:30:10,113 I 393 393] (raylet) node_manager.cc:3069: ", "1 Workers (tasks / actors) killed", {"pid": 393, "actor": "raylet"}),
+    ("[rank3]:[E810 03:04:11.061727749 ProcessGroupNCCL.cpp:683] ", "[Rank 0] Watchdog caught collective operation timeout", {"rank": 3}),
+]
+
+
+def _coloured(prefix: str, colour: str) -> str:
+    reset = colour.replace("36", "0") if colour else ""
+    return f"{colour}{prefix.rstrip()}{reset} " if prefix.endswith(" ") else f"{colour}{prefix}{reset}"
+
+
+@pytest.mark.parametrize("outer", OUTER)
+@pytest.mark.parametrize("message", MESSAGES, ids=[m[1][:20] for m in MESSAGES])
+def test_any_outer_envelope_peels_to_the_same_message_and_facts(outer, message):
+    prefix, text, facts = message
+    for colour in COLOURS:
+        line = peel(outer + _coloured(prefix, colour) + text)
+        assert line.text == text, (outer, colour)
+        for key, value in facts.items():
+            assert getattr(line, key) == value, (outer, colour, key)
+
+
+def test_chains_of_outer_envelopes_in_any_order():
+    """Two or three outer envelopes in every order (a sample of the permutations, seeded)."""
+    rng = random.Random(12)
+    chains = [c for n in (2, 3) for c in itertools.permutations(OUTER, n)]
+    for chain in rng.sample(chains, 400):
+        prefix, text, facts = rng.choice(MESSAGES)
+        line = peel("".join(chain) + _coloured(prefix, rng.choice(COLOURS)) + text)
+        assert line.text == text, chain
+        for key, value in facts.items():
+            assert getattr(line, key) == value, (chain, key)
+
+
+def test_the_programs_own_time_wins_over_a_collectors():
+    line = peel("2026-03-12T03:17:34.000Z [2026-03-12 11:17:30,001 E 5 5] (raylet) node_manager.cc:1: x")
+    assert shown(line.stamp) == "2026-03-12 11:17:30.001"
+    line = peel("[2026-03-12 11:17:34] ERROR 03-12 11:17:33 [core.py:708] x")
+    assert shown(line.stamp) == "2026-03-12 11:17:33"  # the year borrowed from the same day
+    line = peel("[2026-03-13 00:00:01] ERROR 03-12 23:59:59 [core.py:708] x")
+    assert shown(line.stamp) == "2026-03-13 00:00:01"  # another day: the outer time stands
+
+
+def test_no_envelope_eats_message_text():
+    """Lines that start with numbers, times, dates and file names but carry no envelope."""
+    for text in [
+        "14522\t2.39\tray::RewardModelRayActor.compute_reward",
+        "12:30:45 is when it died",
+        "torch.OutOfMemoryError: CUDA out of memory.",
+        "10.0.0.1:6379: connection refused",
+        "1.5: half",
+        "  File \"/x/y.py\", line 12, in f",
+        "3 Workers (tasks / actors) killed due to memory pressure (OOM)",
+    ]:
+        assert peel(text).text == text
