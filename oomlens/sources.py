@@ -196,7 +196,12 @@ def _file(path: str) -> Iterator[Input]:
         with open(path, "rb") as fh:
             size = _text_size(fh)
             fh.seek(0)
+            hole = fh.read(8) == bytes(8)  # a plain file that begins with a hole
+            fh.seek(0)
             head = text_stream(fh, probe).peek(SNIFF)[:SNIFF]
+        if hole:
+            with open(path, "rb") as fh:
+                head = _past_hole(fh, head)
     except OSError as err:
         yield Input(path, problems=[f"cannot read ({_reason(err)}): nothing read"])
         return
@@ -313,16 +318,42 @@ def _nearest(nodes: dict[str, str], folder: str) -> str | None:
         folder = posixpath.dirname(folder)
 
 
+NUL_RUN = re.compile(rb"\0{8,}")  # a hole: logrotate's copytruncate, a file preallocated or cut by a crash
+NUL_HEAD_LIMIT = 64 << 20  # how far into a plain file a leading hole is skipped to sniff the text after it
+
+
 def is_binary(head: bytes) -> bool:
-    """Text logs may hold a stray NUL, control code or Latin-1 byte; binary data (and data
-    compressed in a way oomlens does not read) is full of them."""
+    """Binary as ripgrep judges it: NUL bytes, or mostly control bytes. Runs of NUL bytes
+    (holes a log gets from logrotate's copytruncate or a crash) are not counted, nor is one
+    stray NUL in a thousand bytes. Invalid UTF-8 is text: its bytes are read as U+FFFD and
+    the scanner names the lines that hold them."""
     if not head:
         return False
-    if head.count(0) > len(head) // 10:
+    body = NUL_RUN.sub(b"", head)
+    if len(body) < min(len(head), 512):
+        return True  # (almost) nothing but NUL bytes: no text to judge
+    if body.count(0) > len(body) // 1000:
         return True
-    control = sum(1 for b in head if b < 9 or 13 < b < 32)
-    invalid = head.decode("utf-8", "replace").count("\ufffd")
-    return control > len(head) // 5 or invalid > len(head) // 10
+    control = sum(1 for b in body if b < 9 or 13 < b < 32)
+    return control > len(body) // 5
+
+
+def _past_hole(fh: BinaryIO, head: bytes) -> bytes:
+    """The head to sniff of a plain file that begins with a hole of NUL bytes: the bytes
+    after the hole, looked for up to NUL_HEAD_LIMIT into the file."""
+    if head.strip(b"\0"):
+        return head
+    at = 0
+    while at < NUL_HEAD_LIMIT:
+        chunk = fh.read(1 << 20)
+        if not chunk:
+            return head
+        text = chunk.lstrip(b"\0")
+        if text:
+            fh.seek(at + len(chunk) - len(text))
+            return fh.read(SNIFF)
+        at += len(chunk)
+    return head
 
 
 def text_size(path: str) -> int:

@@ -468,3 +468,37 @@ def test_stdin_binary_and_closed():
     closed = cli("-", preexec_fn=lambda: os.close(0))
     assert closed.returncode == 1
     assert closed.stderr.splitlines()[0] == "oomlens: -: closed: nothing read"
+
+
+# -- what binary means: NUL bytes or control bytes, never invalid UTF-8 --------------------
+
+OOM_LINE = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.06 GiB is free.\n"
+
+
+def test_a_log_full_of_invalid_utf8_is_read_and_its_oom_found(tmp_path):
+    """A worker log whose neighbours of the OOM line are Latin-1 and random high bytes."""
+    noise = [bytes(range(0x80, 0x100)) + b"\n", "caf\u00e9 na\u00efve r\u00e9sum\u00e9\n".encode("latin-1")] * 20
+    log = tmp_path / "worker-01-ffff-4242.err"
+    log.write_bytes(b"".join(noise[:20]) + OOM_LINE + b"".join(noise[20:]))
+    out = json.loads(cli(str(log), "--format", "json").stdout)
+    assert [(e["kind"], e["fields"]["requested_bytes"]) for e in out["events"]] == [("cuda_oom", 2 << 30)]
+    (item,) = out["inputs"]
+    assert item["problems"] == ["40 line(s) with invalid UTF-8, shown as U+FFFD"]
+
+
+def test_a_leading_hole_of_nul_bytes_is_skipped_not_called_binary(tmp_path):
+    """logrotate's copytruncate leaves the old size as NUL bytes before the new text."""
+    log = tmp_path / "raylet.out"
+    log.write_bytes(bytes(64 << 10) + OOM_LINE)
+    out = json.loads(cli(str(log), "--format", "json").stdout)
+    assert [e["kind"] for e in out["events"]] == ["cuda_oom"]
+
+
+def test_scattered_nul_bytes_are_binary_a_stray_one_is_not():
+    from oomlens.sources import is_binary
+
+    text = b"INFO all is well\n" * 500
+    assert not is_binary(text[:4000] + b"\0" + text[4000:])
+    assert is_binary(bytes(b if i % 50 else 0 for i, b in enumerate(text)))
+    assert is_binary(bytes(4096))
+    assert not is_binary(bytes(range(0x80, 0x100)) * 30)  # invalid UTF-8 is text
