@@ -11,8 +11,11 @@ become the line's context.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
+import io
+import itertools
 import json
 import os
 import platform
@@ -20,7 +23,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
+
+from .sources import Input, Wrapping
 
 MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 
@@ -407,3 +412,176 @@ def _stamp_of(text: bytes) -> Stamp:
         return Stamp(y, MONTHS[g[0].decode()], d, h, mi, s)
     d, h, mi, s = map(int, g[1:5])
     return Stamp(None, MONTHS[g[0].decode()], d, h, mi, s)
+
+
+# -- the layout of a paste: hard wraps and reversed order, learned from its head ------------
+
+WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
+WRAPPED_LINES = 2  # different lines cut at the widest width, for the text to be wrapped there
+_TRACEBACK = "Traceback (most recent call last):"
+ORDER_STAMPS = 64  # times read to tell the order of the lines: enough to outvote a few out of order
+TRACEBACK_VOTES = 3  # a traceback's order weighs as much as three times in a row (interleaved processes put some out of order)
+
+
+def _head_lines(head: bytes) -> list[str]:
+    """The whole lines of a head, decoded, without their line breaks."""
+    cut = head.rfind(b"\n") + 1 if len(head) > 1 << 12 else len(head)
+    return [line.rstrip("\r") for line in head[:cut].decode("utf-8", "replace").split("\n")]
+
+
+def wrap_width(head: bytes) -> int | None:
+    """The width a terminal or viewer hard-wrapped these lines at, if it did.
+
+    Wrapped text has no line wider than the wrap, and every logical line longer than it
+    leaves a segment exactly that wide, continued by a line that starts no record of its
+    own: so the widest width stands out, held by several different lines, each continued.
+    Unwrapped logs have lines of every width, the widest seldom more than once but for
+    copies of one line, and after each a new record."""
+    lines = [line for line in _head_lines(head) if line.strip()]
+    if not lines:
+        return None
+    widest = max(len(line) for line in lines)
+    if widest < WRAP_MIN:
+        return None
+    cut = {line for line, following in zip(lines, lines[1:]) if continues(line, following, widest)}
+    return widest if len(cut) >= WRAPPED_LINES and len(cut) * 20 >= len(lines) else None
+
+
+def starts_record(line: str) -> bool:
+    """Whether a line begins as a record of its own: with an envelope of the table."""
+    text = ANSI.sub("", line) if "[" in line else line
+    return any(e.pattern.match(text) for e in _BY_FIRST.get(text[:1], _ANY_FIRST) if e.first)
+
+
+def continues(line: str, following: str, width: int) -> bool:
+    """Whether `following` is the rest of `line` that a wrap at `width` cut off."""
+    return len(line) == width and not line.endswith("  ") and bool(following.strip()) and not starts_record(following)
+
+
+def newest_first(head: bytes) -> bool:
+    """Whether the lines were pasted in reverse order, as log viewers export newest first:
+    their times run backwards, and a traceback's header stands after its frames."""
+    backward = forward = 0
+    last = None
+    for m in itertools.islice(_STAMP_IN.finditer(head), ORDER_STAMPS):
+        stamp = stamp_of_match(m)
+        key = stamp[1:6] + (stamp.millis or 0,)
+        if last is not None and key != last:
+            backward += key < last
+            forward += key > last
+        last = key
+    if _TRACEBACK.encode() in head:
+        lines = _head_lines(head)
+        for i, line in enumerate(lines[1:-1], 1):
+            if _TRACEBACK in line and peel(line).text.strip() == _TRACEBACK:
+                before, after = (peel(lines[j]).text.lstrip().startswith('File "') for j in (i - 1, i + 1))
+                backward += TRACEBACK_VOTES * (before and not after)
+                forward += TRACEBACK_VOTES * (after and not before)
+    return backward >= TRACEBACK_VOTES and backward > 3 * forward
+
+
+LAYOUT_HEAD = 16 << 10  # bytes of a stream's head its layout is learned from: a hundred lines or more
+REVERSED_LIMIT = 64 << 20  # a paste in reverse order is read whole to turn it round: up to this size
+
+
+class Layout(Wrapping):
+    """A text stream laid out again as it was written: what the Scanner reads, and how its
+    line numbers map back to the input's own."""
+
+    removed = 0  # bytes of the input the layout left out (line breaks a wrap added), or added
+    breaks = 0  # line breaks of the input it left out
+
+    def lines_of(self, first: int, start: int, last: int, stop: int) -> tuple[int, int]:
+        """The input's own line numbers of the lines first..last read at offsets start..stop."""
+        return first, last
+
+
+class Unwrapped(Layout):
+    """Lines a terminal or viewer hard-wrapped at `width` columns, joined again (lines.continues),
+    so a trigger, a number or a message cut by the wrap reads whole."""
+
+    def __init__(self, inner: BinaryIO, width: int) -> None:
+        self.inner, self.width = inner, width
+        self.pending: bytes | None = b""  # read, not decided: the last whole line and what follows it (None: all out)
+        self.ready = bytearray()
+        self.given = 0  # bytes handed out so far
+        self.joins: list[int] = []  # offsets handed out where a removed line break stood
+        self.removed = 0
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while len(self.ready) < len(buffer) and self.pending is not None:
+            chunk = self.inner.read(1 << 20)
+            self._lay(self.pending + chunk, final=not chunk)
+        size = min(len(buffer), len(self.ready))
+        buffer[:size] = self.ready[:size]
+        del self.ready[:size]
+        self.given += size
+        return size
+
+    def _lay(self, data: bytes, final: bool) -> None:
+        """Hand out the lines of `data` joined where a wrap cut them; whether the last whole
+        line continues needs the next one, so it waits with what follows it, until the end."""
+        lines = data.split(b"\n")
+        keep = 0 if final else 2
+        self.pending = None if final else b"\n".join(lines[-2:])
+        texts = [line.decode("utf-8", "replace").rstrip("\r") for line in lines[: len(lines) - keep + 1]]
+        for i, line in enumerate(lines[: len(lines) - keep]):
+            last = i == len(lines) - 1
+            if not last and continues(texts[i], texts[i + 1], self.width):
+                body = line[:-1] if line.endswith(b"\r") else line
+                self.ready += body
+                self.joins.append(self.given + len(self.ready))
+                self.removed += len(line) + 1 - len(body)
+                self.breaks += 1
+            else:
+                self.ready += line if last else line + b"\n"
+
+    def lines_of(self, first: int, start: int, last: int, stop: int) -> tuple[int, int]:
+        first += bisect.bisect_right(self.joins, start)
+        last += bisect.bisect_right(self.joins, max(start, stop - 1))
+        inner = self.inner
+        return inner.lines_of(first, -1, last, -1) if isinstance(inner, Layout) else (first, last)
+
+
+class Reversed(Layout):
+    """A paste whose lines stand newest first (lines.newest_first), read oldest first."""
+
+    def __init__(self, inner: BinaryIO, item: Input) -> None:
+        self.inner = inner
+        data = inner.read(REVERSED_LIMIT + 1)
+        if len(data) > REVERSED_LIMIT:
+            item.problems.append(f"lines stand newest first, but only the first {REVERSED_LIMIT >> 20} MiB were turned round")
+            data = data[:REVERSED_LIMIT]
+        lines = data.split(b"\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        else:
+            self.removed = -1  # the last line gets the line break it lacked
+        self.count = len(lines)
+        self.data = io.BytesIO(b"".join(line + b"\n" for line in reversed(lines)))
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        return self.data.readinto(buffer)
+
+    def lines_of(self, first: int, start: int, last: int, stop: int) -> tuple[int, int]:
+        return self.count + 1 - last, self.count + 1 - first
+
+
+def laid_out(stream: io.BufferedReader, item: Input) -> tuple[io.BufferedReader, Layout | None]:
+    """The stream as it was written, when its head shows it was turned round or hard-wrapped,
+    and the layout that maps its lines back (None: the stream as it is)."""
+    layout: Layout | None = None
+    if isinstance(stream, io.BytesIO):  # a text given in memory
+        stream = io.BufferedReader(stream, LAYOUT_HEAD)  # type: ignore[arg-type]
+    elif not isinstance(stream, io.BufferedReader):  # a raw stream: what a peek read would be lost with a failing read after it
+        return stream, None
+    head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
+    if newest_first(head):
+        layout = Reversed(stream, item)
+        stream = io.BufferedReader(layout, LAYOUT_HEAD)
+        head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
+    width = wrap_width(head)
+    if width is not None:
+        layout = Unwrapped(stream, width)
+        stream = io.BufferedReader(layout, LAYOUT_HEAD)
+    return stream, layout

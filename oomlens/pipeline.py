@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from . import collector
 from .events import Clue, Event, fold, from_rows, to_rows
+from .lines import laid_out
 from .scan import FileContext, Scanner
 from .sources import Input, discover, reopen
 
@@ -36,12 +37,12 @@ def _read(item: Input, events: list[Event | Clue]) -> None:
     """Scan `item` into `events`; an error of oomlens itself propagates."""
     if item.opener is None:
         return
-    scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node))
     try:
-        stream = item.opener()
+        stream, layout = laid_out(item.opener(), item)
     except OSError as err:
         item.problems.append(f"cannot open ({err.strerror or err}): nothing read")
         return
+    scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node), layout=layout)
     try:
         for event in scanner.events(stream):
             events.append(event)
@@ -49,6 +50,8 @@ def _read(item: Input, events: list[Event | Clue]) -> None:
         scanner.problems.append(f"read failed after {scanner.bytes_read} bytes: {err.strerror or err}")
     finally:
         item.bytes, item.lines = scanner.bytes_read, scanner.lines_read
+        if layout is not None:
+            item.bytes, item.lines = item.bytes + layout.removed, item.lines + layout.breaks
         item.problems.extend(scanner.problems)
         if item.path != "-":
             stream.close()

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from .events import CLUE_KINDS, TO_ZERO, Clue, Event, Source
 from .grammars import MAX_SHAPES, Family, families
-from .lines import Line, Prefilter, Stamp, fast_regex, last_stamp, peel, stampless_until
+from .lines import WRAP_MIN, Layout, Line, Prefilter, Stamp, fast_regex, last_stamp, peel, stampless_until, starts_record
 
 try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
     from stringzilla import count as _count
@@ -42,7 +42,6 @@ STAMPLESS = 1 << 16  # after this many bytes without a time, the next ones are a
 LOOK_AHEAD = 1 << 20  # how many (every match there is reported: hyperscan promises no order)
 BACK_LINES = 40  # lines of context before a hit that a block may need (watch re-reads them)
 MAX_SKIPPED = 60  # other workers' lines skipped inside a block
-WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
 
 _SPARE: list[bytearray] = []  # the buffer of a stream read to its end, for the next one in this process
 ANNOUNCED = r"(?m:^):(?:actor_name|task_name):"  # Ray's magic tokens in worker-*.out
@@ -59,7 +58,6 @@ NOT_UTF8 = Prefilter([
     r"\xE0[\x80-\x9F]|\xED[\xA0-\xBF]|\xF0[\x80-\x8F]|\xF4[\x90-\xBF]",
 ])
 YEAR = fast_regex(rb"(?:^|\D)(20\d\d)-\d\d-\d\d[ T_]\d\d[:-]\d\d")  # no look-behind: RE2 reads 64 KiB in a tenth of the time
-RECORD_START = re.compile(r"^\s*(?:\x1b\[[0-9;]*m)?(?:\(|\[\d|\d{4}-|(?:DEBUG|INFO|WARNING|ERROR)[ :])")
 
 
 @dataclass(slots=True)
@@ -82,6 +80,7 @@ class _Block:
     end_line: int
     raw: str
     offset: int
+    stop: int  # where the block ends
 
 
 def _fullness(drafts: list[dict]) -> tuple[int, int]:
@@ -188,8 +187,10 @@ def trigger_for(fams: tuple[Family, ...]) -> Trigger:
 class Scanner:
     """Scans one input stream; yields events in file order."""
 
-    def __init__(self, ctx: FileContext, fams: tuple[Family, ...] | None = None) -> None:
+    def __init__(self, ctx: FileContext, fams: tuple[Family, ...] | None = None, layout: Layout | None = None) -> None:
         self.ctx = ctx
+        self.layout = layout  # how the lines read map to the input's own (a paste unwrapped or turned round)
+        self._base = 0  # offset in the stream of the buffer being scanned
         self.trigger = trigger_for(fams if fams is not None else families())
         self.lines_read = 0
         self.bytes_read = 0
@@ -249,6 +250,7 @@ class Scanner:
                     m = YEAR.search(data, 0, min(cut, 1 << 16))
                     if m:
                         self.ctx.year = int(m.group(1))
+                self._base = base
                 done = yield from self._scan(data, begin, cut, end, line_base, eof)
                 keep = _char_start(data, done - OVERLAP) if piece and done == cut else done
                 self._check_utf8(data, keep, line_base)
@@ -395,7 +397,7 @@ class Scanner:
         if at >= 0:  # a plain line of a high-volume family: a block of its own, read as it is
             text = first_raw.rstrip("\r\n")
             drafts, _complete = fam.parse(text[at:])
-            return (nxt, _Block(Line(text), lineno, lineno, first_raw.strip("\r\n"), start), drafts) if drafts else None
+            return (nxt, _Block(Line(text), lineno, lineno, first_raw.strip("\r\n"), start, nxt), drafts) if drafts else None
         # a progress bar rewrites its line with \r: the hit's segment is the message
         seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1 if "\r" in first_raw.rstrip("\r\n") else 0
         head = peel(first_raw[seg_start:].split("\r", 1)[0])
@@ -434,11 +436,14 @@ class Scanner:
         drafts, _complete = fam.parse(_normalise("\n".join(texts)))
         if not drafts:
             return None
-        return end, _Block(head, lineno, end_line, "\n".join(raw_texts), start), drafts
+        return end, _Block(head, lineno, end_line, "\n".join(raw_texts), start, end), drafts
 
     def _build(self, block: _Block, drafts: list[dict], actor: str | None, stamp: Stamp | None, inferred: bool) -> list[Event | Clue]:
         head = block.head
-        source = Source(self.ctx.path, block.line, block.end_line)
+        first, last = block.line, block.end_line
+        if self.layout is not None:
+            first, last = self.layout.lines_of(first, self._base + block.offset, last, self._base + block.stop)
+        source = Source(self.ctx.path, first, last)
         return [self._event(d, head, stamp, inferred, head.actor or actor, source, block.raw) for d in drafts]
 
     def _event(
@@ -584,7 +589,7 @@ def _logical_line(data: bytes, pos: int, stop: int, unwrap: bool) -> tuple[str, 
         nend = data.find(b"\n", end, stop)
         nend = stop if nend < 0 else nend + 1
         nxt = data[end:nend].decode("utf-8", "replace").rstrip("\r\n")
-        if len(nxt) > width or not nxt.strip() or RECORD_START.match(nxt) or (len(nxt) < width and n == 1):
+        if len(nxt) > width or not nxt.strip() or starts_record(nxt) or (len(nxt) < width and n == 1):
             break
         joined += nxt
         segment = nxt

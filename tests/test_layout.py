@@ -1,0 +1,97 @@
+"""The layout of a paste: lines a terminal hard-wrapped at any width are joined again, a
+paste in reverse order is read oldest first, and line numbers stay the input's own."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from conftest import REAL
+from oomlens import analyze
+from oomlens.lines import newest_first, wrap_width
+from oomlens.pipeline import read_input
+from oomlens.sources import Input
+
+WIDTHS = [80, 100, 120, 132, 160, 200]
+
+
+def wrapped(text: str, width: int) -> str:
+    """Every line cut into segments exactly `width` characters wide, as a terminal does."""
+    return "\n".join(line[i : i + width] for line in text.split("\n") for i in range(0, max(len(line), 1), width))
+
+
+def found(text: str) -> list:
+    return [e for e in read_input(Input("<paste>", opener=lambda: io.BufferedReader(io.BytesIO(text.encode())))) if hasattr(e, "text")]
+
+
+def facts(event) -> tuple:
+    numbers = {k: v for k, v in event.fields.items() if k.endswith("_bytes") or k in ("threshold", "usage_fraction", "timeout_ms", "seq", "op")}
+    return event.kind, event.pid, sorted(numbers.items(), key=str)
+
+
+WATCHDOG = "\n".join(
+    f"[rank{r}]:[E810 03:04:{r:02d}.061727749 ProcessGroupNCCL.cpp:683] [PG 0 Rank {r}] Watchdog caught collective operation timeout: "
+    f"WorkNCCL(SeqNum=38{r}6, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 6000{r}9 milliseconds before timing out."
+    for r in range(6)
+)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_wrap_that_splits_numbers_is_undone(width):
+    events = found(wrapped(WATCHDOG, width))
+    assert [(e.fields["seq"], e.fields["timeout_ms"], e.rank) for e in events] == [(int(f"38{r}6"), 600000, r) for r in range(6)]
+    assert [e.source.line for e in events] == [1 + r * -(-len(WATCHDOG.split("\n")[r]) // width) for r in range(6)]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_width_is_learned_from_the_text(width):
+    assert wrap_width(wrapped(WATCHDOG, width).encode()) == width
+    assert wrap_width(WATCHDOG.encode()) is None  # lines of one width, each a record of its own
+
+
+def test_copies_of_the_widest_line_are_no_wrap():
+    text = "\n".join(["INFO short"] * 5 + [WATCHDOG.split("\n")[0]] * 4 + ["done"])
+    assert wrap_width(text.encode()) is None
+
+
+REAL_WITH_EVENTS = [p for p in sorted(REAL.glob("0*.log")) if p.stat().st_size < 200_000]
+
+
+@pytest.mark.parametrize("path", REAL_WITH_EVENTS, ids=[p.name for p in REAL_WITH_EVENTS])
+def test_real_excerpts_wrapped_at_120_give_the_same_events(path, tmp_path):
+    """Every real excerpt whose lines are cut at 120 columns (most have several lines that long)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if sum(len(line) > 120 for line in text.split("\n")) < 2:
+        pytest.skip("fewer than two lines to wrap: no width to learn")
+    (tmp_path / path.name).write_text(wrapped(text, 120))
+    before = sorted(map(facts, analyze(str(path)).events), key=str)
+    assert sorted(map(facts, analyze(str(tmp_path / path.name)).events), key=str) == before
+
+
+@pytest.mark.parametrize("name", ["053_openrlhf_335.log", "../sessions/ray2.60-b-rl-actor-oom/logs/raylet.out"])
+def test_a_paste_in_reverse_order_is_read_oldest_first(tmp_path, name):
+    """Told by its times running backwards or by a traceback's header after its frames."""
+    lines = (REAL / name).read_text().split("\n")
+    lines = lines[:-1] if not lines[-1] else lines
+    assert not newest_first("\n".join(lines).encode())
+    assert newest_first("\n".join(reversed(lines)).encode())
+    (tmp_path / "newest-first.log").write_text("\n".join(reversed(lines)) + "\n")
+    before = analyze(str(REAL / name))
+    after = analyze(str(tmp_path / "newest-first.log"))
+    assert sorted(map(facts, after.events), key=str) == sorted(map(facts, before.events), key=str)
+    for event in after.events:  # the input's own lines: where the block stands, last line first
+        original = next(e for e in before.events if facts(e) == facts(event))
+        assert (event.source.line, event.source.end_line) == (
+            len(lines) + 1 - original.source.end_line,
+            len(lines) + 1 - original.source.line,
+        )
+    assert after.verdict == before.verdict
+
+
+def test_bytes_and_lines_counted_are_the_inputs_own(tmp_path):
+    text = wrapped(WATCHDOG, 100) + "\n"
+    path = tmp_path / "wrapped.log"
+    path.write_text(text)
+    (item,) = analyze(str(path)).inputs
+    assert (item.bytes, item.lines) == (len(text.encode()), text.count("\n"))
