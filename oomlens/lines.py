@@ -85,6 +85,7 @@ class Envelope:
     first: str  # the characters its match can start with, "" for any
     pattern: re.Pattern[str]
     stream: bool  # Ray's driver-side prefix: names one worker's stream
+    record: bool  # a line it begins starts a record of its own (lines.starts_record)
     samples: tuple[dict, ...]
 
 
@@ -143,7 +144,7 @@ def _load_envelopes() -> tuple[re.Pattern[str], tuple[Envelope, ...]]:
     table = load("envelopes.toml")
     debris = re.compile("|".join(d["pattern"] for d in table["debris"]))
     envelopes = tuple(
-        Envelope(e["name"], e["first"], re.compile(e["pattern"]), e.get("stream", False), tuple(e.get("sample", ())))
+        Envelope(e["name"], e["first"], re.compile(e["pattern"]), e.get("stream", False), e.get("record", True), tuple(e.get("sample", ())))
         for e in table["envelope"]
     )
     return debris, envelopes
@@ -448,9 +449,20 @@ def wrap_width(head: bytes) -> int | None:
 
 
 def starts_record(line: str) -> bool:
-    """Whether a line begins as a record of its own: with an envelope of the table."""
+    """Whether a line begins as a record of its own: with an envelope of the table that
+    marks one (behind any number of those that do not, a line number, a quote)."""
     text = ANSI.sub("", line) if "[" in line else line
-    return any(e.pattern.match(text) for e in _BY_FIRST.get(text[:1], _ANY_FIRST) if e.first)
+    for _ in range(4):  # past a line number or a quote, what begins the line
+        for envelope in _BY_FIRST.get(text[:1], _ANY_FIRST):
+            m = envelope.pattern.match(text)
+            if m and m.end() > 0:
+                if envelope.record:
+                    return True
+                text = text[m.end() :]
+                break
+        else:
+            return False
+    return False
 
 
 def continues(line: str, following: str, width: int) -> bool:

@@ -589,7 +589,7 @@ def _logical_line(data: bytes, pos: int, stop: int, unwrap: bool) -> tuple[str, 
         nend = data.find(b"\n", end, stop)
         nend = stop if nend < 0 else nend + 1
         nxt = data[end:nend].decode("utf-8", "replace").rstrip("\r\n")
-        if len(nxt) > width or not nxt.strip() or starts_record(nxt) or (len(nxt) < width and n == 1):
+        if len(nxt) > width or not nxt.strip() or starts_record(nxt):
             break
         joined += nxt
         segment = nxt
