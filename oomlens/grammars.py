@@ -82,6 +82,10 @@ class Family:
         else:
             tree, complete = parse_prefix(self.parser, text)
             drafts = [] if tree is None else self.transformer.transform(tree)
+        cut = CUT_NUMBER.search(text) if not complete else None
+        if cut is not None:  # the text stops inside a number that may have gone on: not read
+            tree, complete = parse_prefix(self.parser, text[: cut.start()])
+            drafts, complete = ([] if tree is None else self.transformer.transform(tree)), False
         if not drafts:
             return [], False
         if not complete:
@@ -145,6 +149,9 @@ class _Refilled(str):
         refilled = cls(line[start:end])
         refilled.type = type_
         return refilled
+
+
+CUT_NUMBER = re.compile(r"(?<![\d.,])\d[\d,]*(?:\.\d*)?$")  # a number where a block that parses only in part stops
 
 
 def parse_prefix(parser: Lark, text: str) -> tuple[Any, bool]:

@@ -149,7 +149,9 @@ def _collect(item: Input, found: list[Event | Clue] | Future) -> list[Event | Cl
 
 
 def parse_text(text: str, name: str = "<text>") -> list[Event]:
-    """Events in a snippet pasted into an issue or a chat."""
+    """Events in a snippet pasted into an issue or a chat: whole lines, even without the last
+    line break a file would have (a file that lacks it was cut while written or copied)."""
+    text = text if text.endswith("\n") else text + "\n"
     item = Input(name, "other", opener=lambda: io.BytesIO(text.encode("utf-8", "surrogateescape")))
     found: list[Event | Clue] = []
     _read(item, found)

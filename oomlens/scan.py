@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from .events import CLUE_KINDS, TO_ZERO, Clue, Event, Source
-from .grammars import MAX_SHAPES, Family, families
+from .grammars import CUT_NUMBER, MAX_SHAPES, Family, families
 from .lines import WRAP_MIN, Layout, Line, Prefilter, Stamp, fast_regex, last_stamp, peel, stampless_until, starts_record
 
 try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
@@ -206,6 +206,7 @@ class Scanner:
         self._bad_lines = 0  # lines with invalid UTF-8
         self._bad_line = 0  # the last of them
         self._end = 0  # where the stream's bytes end in the buffer being scanned
+        self._cut_end = False  # the stream ends there without a line break
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -340,6 +341,7 @@ class Scanner:
         self._counted = (0, 0)
         skip_until: dict[str, int] = {}
         self._end = end
+        self._cut_end = eof and end > 0 and data[end - 1] != 0x0A  # the last line lacks its break: cut
         blocks: list[tuple[_Block, list[dict], str | None]] = []  # with the actor announced before each
         carried = cut
         for pos, fam in self.trigger.finditer(data, begin, end):
@@ -393,7 +395,8 @@ class Scanner:
         self, data: bytes, start: int, pos: int, fam: Family, lineno: int, unwrap: bool
     ) -> tuple[int, _Block, list[dict]] | None:
         first_raw, nxt, n_phys = _logical_line(data, start, self._end, unwrap)
-        at = _plain_at(fam, bytes(data[start:nxt]), first_raw) if fam.shapes is not None and n_phys == 1 else -1
+        plain = fam.shapes is not None and n_phys == 1 and not (self._cut_end and nxt >= self._end)
+        at = _plain_at(fam, bytes(data[start:nxt]), first_raw) if plain else -1
         if at >= 0:  # a plain line of a high-volume family: a block of its own, read as it is
             text = first_raw.rstrip("\r\n")
             drafts, _complete = fam.parse(text[at:])
@@ -433,6 +436,8 @@ class Scanner:
             else:
                 break
             cursor, cur_line = after, cur_line + n_phys
+        if self._cut_end and end >= self._end:  # a number where the input was cut may have gone on
+            texts[-1] = CUT_NUMBER.sub("", texts[-1])
         drafts, _complete = fam.parse(_normalise("\n".join(texts)))
         if not drafts:
             return None

@@ -14,8 +14,9 @@ from oomlens.sources import Input
 
 
 def found_in(text: str) -> list[dict]:
-    """Events (folded, as oomlens reports them) and clues found in a sample's text."""
-    found = read_input(Input("<sample>", opener=lambda: io.BytesIO(text.encode())))
+    """Events (folded, as oomlens reports them) and clues found in a sample's text: whole
+    lines, as a log file holds them (a file's last line without its break was cut)."""
+    found = read_input(Input("<sample>", opener=lambda: io.BytesIO(text.encode() + b"\n")))
     events = fold([f for f in found if not isinstance(f, Clue)])
     clues = [{"kind": c.kind, "fields": c.fields, "pid": c.pid, "actor": c.actor} for c in found if isinstance(c, Clue)]
     return [e.to_dict() for e in events] + clues

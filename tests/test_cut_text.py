@@ -1,0 +1,58 @@
+"""A paste cut anywhere: what stands wholly before the cut is read as before, and a number the
+cut may have shortened is null, never a wrong value (a file whose last line lacks its line
+break was cut while written or copied)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from conftest import REAL
+from oomlens import analyze, parse_text
+
+FILES = sorted(REAL.glob("0*.log"))
+
+
+def numbers(event) -> dict:
+    return {
+        k: v
+        for k, v in event.fields.items()
+        if v is not None and (k.endswith("_bytes") or k in ("threshold", "usage_fraction", "timeout_ms", "seq", "op", "exit_type"))
+    }
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_a_cut_keeps_what_came_before_and_guesses_no_number(path, tmp_path):
+    raw = path.read_bytes()
+    whole = analyze(str(path)).events
+    rng = random.Random(path.name)
+    for at in sorted(rng.randrange(len(raw) // 3, len(raw)) for _ in range(6)):
+        cut = tmp_path / f"cut-{at}.log"
+        cut.write_bytes(raw[:at])
+        found = analyze(str(cut)).events
+        for event in found:  # every number read is one the whole text has
+            assert any(
+                w.kind == event.kind and all(numbers(w).get(k) == v for k, v in numbers(event).items()) for w in whole
+            ), (at, event.kind, numbers(event))
+        complete_lines = raw[:at].count(b"\n")
+        for w in whole:  # nothing wholly before the cut is lost
+            if w.source.end_line < complete_lines:
+                assert any(e.kind == w.kind and numbers(e) == numbers(w) for e in found), (at, w.kind, w.source.line)
+
+
+def test_a_number_at_the_cut_is_null():
+    line = "[rank0]:[E810 03:04:11.061727749 ProcessGroupNCCL.cpp:683] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.\n"
+    cut = line[: line.index("1580") + 3]  # "SeqNum=158"
+    from oomlens.pipeline import read_input
+    from oomlens.sources import Input
+    import io
+
+    (event,) = read_input(Input("cut.log", opener=lambda: io.BytesIO(cut.encode())))
+    assert (event.kind, event.fields["seq"], event.fields["truncated"]) == ("watchdog_timeout", None, True)
+
+
+def test_a_snippet_is_whole_lines_even_without_its_last_break():
+    text = "(WorkerDict pid=7) Before state_dict() in sharding manager memory, memory allocated (GB): 13.18, memory reserved (GB): 46.43"
+    (event,) = parse_text(text)
+    assert event.fields["reserved_bytes"] == round(46.43 * 2**30)
