@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -418,7 +419,9 @@ def _stamp_of(text: bytes) -> Stamp:
 # -- the layout of a paste: hard wraps and reversed order, learned from its head ------------
 
 WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
-WRAPPED_LINES = 2  # different lines cut at the widest width, for the text to be wrapped there
+WRAPPED_LINES = 2  # different lines cut at one width, for the text to be wrapped there
+SPIKE = 2  # lines exactly as wide as the wrap, against those of any width a few columns narrower
+WIDER_LINES = 2  # lines wider than the wrap that a wrapped text may hold (1% of a long one)
 _TRACEBACK = "Traceback (most recent call last):"
 ORDER_STAMPS = 64  # times read to tell the order of the lines: enough to outvote a few out of order
 TRACEBACK_VOTES = 3  # a traceback's order weighs as much as three times in a row (interleaved processes put some out of order)
@@ -433,19 +436,45 @@ def _head_lines(head: bytes) -> list[str]:
 def wrap_width(head: bytes) -> int | None:
     """The width a terminal or viewer hard-wrapped these lines at, if it did.
 
-    Wrapped text has no line wider than the wrap, and every logical line longer than it
-    leaves a segment exactly that wide, continued by a line that starts no record of its
-    own: so the widest width stands out, held by several different lines, each continued.
+    Wrapped text has (almost) no line wider than the wrap, and every logical line longer
+    than it leaves a segment exactly that wide, continued by a line that starts no record
+    of its own: so one width stands out, held by several different lines, each continued.
     Unwrapped logs have lines of every width, the widest seldom more than once but for
     copies of one line, and after each a new record."""
-    lines = [line for line in _head_lines(head) if line.strip()]
-    if not lines:
-        return None
-    widest = max(len(line) for line in lines)
-    if widest < WRAP_MIN:
-        return None
-    cut = {line for line, following in zip(lines, lines[1:]) if continues(line, following, widest)}
-    return widest if len(cut) >= WRAPPED_LINES and len(cut) * 20 >= len(lines) else None
+    width, cut = _wrap_evidence(head)
+    return width if cut >= WRAPPED_LINES else None
+
+
+def _wrap_evidence(head: bytes) -> tuple[int, int]:
+    """(the likeliest wrap width, the different lines cut there and continued).
+
+    A few lines may stand wider than the wrap (a progress bar's carriage returns, colour
+    codes a terminal does not count), so every width held by two lines or more is tried,
+    the widest first, while the lines wider than it stay that few. A wrap makes a spike:
+    many more lines exactly that wide than a few columns narrower, where an unwrapped log
+    has about as many."""
+    raw = [line.rstrip(b"\r") for line in head[: head.rfind(b"\n") + 1 if len(head) > 1 << 12 else len(head)].split(b"\n")]
+    raw = [line for line in raw if line.strip()]
+    widths = [len(line) if line.isascii() else len(line.decode("utf-8", "replace")) for line in raw]
+    counts = Counter(widths)
+    wider = 0
+    best = (0, 0)
+    for width in sorted(counts, reverse=True):
+        if width < WRAP_MIN or wider > max(WIDER_LINES, len(raw) // 100):
+            break
+        spike = counts[width] > SPIKE * max(counts.get(width - k, 0) for k in range(1, 9))
+        if counts[width] >= WRAPPED_LINES and spike:
+            cut = {
+                raw[i]
+                for i in range(len(raw) - 1)
+                if widths[i] == width and continues(raw[i].decode("utf-8", "replace"), raw[i + 1].decode("utf-8", "replace"), width)
+            }
+            if len(cut) > best[1]:
+                best = (width, len(cut))
+            if len(cut) >= WRAPPED_LINES:
+                break
+        wider += counts[width]
+    return best
 
 
 def starts_record(line: str) -> bool:
@@ -465,9 +494,24 @@ def starts_record(line: str) -> bool:
     return False
 
 
+def _first_envelope(line: str) -> str | None:
+    text = ANSI.sub("", line) if "[" in line else line
+    for envelope in _BY_FIRST.get(text[:1], _ANY_FIRST):
+        m = envelope.pattern.match(text)
+        if m and m.end() > 0:
+            return envelope.name
+    return None
+
+
 def continues(line: str, following: str, width: int) -> bool:
-    """Whether `following` is the rest of `line` that a wrap at `width` cut off."""
-    return len(line) == width and not line.endswith("  ") and bool(following.strip()) and not starts_record(following)
+    """Whether `following` is the rest of `line` that a wrap at `width` cut off: not after a
+    line padded to the width or cut short on purpose (`...`, as Ray's Top-10 commands),
+    not a line that starts a record, nor one that begins as `line` does (a line number, a
+    service name a collector put before every line, which the rest of a wrapped line lacks)."""
+    if len(line) != width or line.endswith(("  ", "...")) or not following.strip() or starts_record(following):
+        return False
+    first = _first_envelope(following)
+    return first is None or first != _first_envelope(line)
 
 
 def newest_first(head: bytes) -> bool:
@@ -492,7 +536,7 @@ def newest_first(head: bytes) -> bool:
     return backward >= TRACEBACK_VOTES and backward > 3 * forward
 
 
-LAYOUT_HEAD = 16 << 10  # bytes of a stream's head its layout is learned from: a hundred lines or more
+LAYOUT_HEAD = 64 << 10  # bytes of a stream's head its layout is learned from: a paste, or hundreds of lines
 REVERSED_LIMIT = 64 << 20  # a paste in reverse order is read whole to turn it round: up to this size
 
 
@@ -583,10 +627,9 @@ def laid_out(stream: io.BufferedReader, item: Input) -> tuple[io.BufferedReader,
     """The stream as it was written, when its head shows it was turned round or hard-wrapped,
     and the layout that maps its lines back (None: the stream as it is)."""
     layout: Layout | None = None
-    if isinstance(stream, io.BytesIO):  # a text given in memory
-        stream = io.BufferedReader(stream, LAYOUT_HEAD)  # type: ignore[arg-type]
-    elif not isinstance(stream, io.BufferedReader):  # a raw stream: what a peek read would be lost with a failing read after it
+    if not isinstance(stream, (io.BytesIO, io.BufferedReader)):  # raw: what a peek read would be lost with a failing read after it
         return stream, None
+    stream = io.BufferedReader(stream, LAYOUT_HEAD)  # type: ignore[arg-type]  # a head that large to peek at
     head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
     if newest_first(head):
         layout = Reversed(stream, item)

@@ -1,0 +1,83 @@
+"""Every real excerpt and every incident's driver console, through each transform of
+tests/robustness/transforms.toml (what terminals, collectors, viewers and people do to a
+log), gives the same events (kind, pid, GPU, every number) and the same verdict as the
+untouched text. Transforms are data; tests/robustness/README.md says how to add one."""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import INCIDENTS, REAL
+from oomlens import analyze
+
+HERE = Path(__file__).parent / "robustness"
+sys.path.insert(0, str(HERE))
+from ops import apply  # noqa: E402
+
+TABLE = tomllib.loads((HERE / "transforms.toml").read_text(encoding="utf-8"))
+TRANSFORMS = {t["name"]: t for t in TABLE["transform"]}
+CHAINS = {c["name"]: [TRANSFORMS[s] for s in c["steps"]] for c in TABLE.get("chain", [])}
+CASES = {name: [t] for name, t in TRANSFORMS.items()} | CHAINS
+INPUTS = sorted(REAL.glob("*.log")) + sorted(p / "driver-console.log" for p in INCIDENTS.iterdir() if (p / "driver-console.log").exists())
+NUMBERS = ("threshold", "usage_fraction", "timeout_ms", "seq", "op", "exit_type")
+
+
+def facts(diagnosis) -> tuple[Counter, tuple]:
+    """What must not change: each event's kind, pid, GPU and numbers; the verdict."""
+    events = Counter(
+        (e.kind, e.pid, e.gpu, tuple(sorted((k, v) for k, v in e.fields.items() if k.endswith("_bytes") or k in NUMBERS)))
+        for e in diagnosis.events
+    )
+    verdict = diagnosis.verdict or {}
+    return events, (verdict.get("component"), verdict.get("memory"), verdict.get("root_kind"))
+
+
+@pytest.mark.parametrize("transform", list(TRANSFORMS.values()), ids=list(TRANSFORMS))
+def test_transform_samples(transform):
+    """Each transform does to its sample what it says: the suite cannot drift from its data."""
+    for sample in transform["sample"]:
+        params = {**transform, **{k: v for k, v in sample.items() if k not in ("input", "output", "output_hex")}}
+        got = apply(params, sample["input"].encode("utf-8"))
+        want = bytes.fromhex(sample["output_hex"]) if "output_hex" in sample else sample["output"].encode("utf-8")
+        assert got == want, transform["name"]
+
+
+UNTOUCHED: dict[Path, tuple] = {}  # each input's facts, read once
+KNOWN = {(k["transform"], i): k["why"] for k in TABLE.get("known", []) for i in k["inputs"]}
+
+
+def _id(path: Path) -> str:
+    return str(path.relative_to(REAL.parent))
+
+
+PAIRS = [
+    pytest.param(path, name, id=f"{_id(path)}|{name}", marks=[pytest.mark.xfail(strict=True, reason=KNOWN[name, _id(path)])] if (name, _id(path)) in KNOWN else [])
+    for path in INPUTS
+    for name in CASES
+]
+
+
+def test_known_failures_name_real_inputs_and_transforms():
+    ids = {_id(p) for p in INPUTS}
+    for transform, path in KNOWN:
+        assert transform in CASES and path in ids, (transform, path)
+
+
+@pytest.mark.parametrize("path,name", PAIRS)
+def test_same_events_and_verdict(path, name, tmp_path):
+    if path not in UNTOUCHED:
+        UNTOUCHED[path] = facts(analyze(str(path), jobs=1))
+    events, verdict = UNTOUCHED[path]
+    data = path.read_bytes()
+    for step in CASES[name]:
+        data = apply(step, data)
+    moved = tmp_path / path.name
+    moved.write_bytes(data)
+    got_events, got_verdict = facts(analyze(str(moved), jobs=1))
+    assert sorted(map(str, events - got_events)) == [] and sorted(map(str, got_events - events)) == [], "events lost / gained"
+    assert got_verdict == verdict
