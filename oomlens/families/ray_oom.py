@@ -63,15 +63,16 @@ class Transformer(lark.Transformer):
         return fact
 
     def victim(self, items):
-        subject, id_kind, hex_id, name, pid, used = items
-        return {
-            "subject": str(subject),
-            "id_kind": str(id_kind),
-            "id": str(hex_id),
-            "name": str(name).strip(),
-            "pid": int(pid),
-            "bytes": _gb(used),
-        }
+        subject, facts = items
+        return {"subject": str(subject), **(facts or {})}
+
+    def victim_facts(self, items):
+        *ids, name, pid, used = items
+        id_kind, hex_id = next(((k, v) for k, v in reversed(ids) if v != "NIL_ID"), ids[-1])
+        return {"id_kind": id_kind, "id": hex_id, "name": str(name).strip(), "pid": int(pid), "bytes": _gb(used)}
+
+    def id_part(self, items):
+        return str(items[0]), str(items[1])
 
     def usage(self, items):
         used, used_word, total, limit_word, fraction = items
@@ -241,8 +242,10 @@ class Transformer(lark.Transformer):
 
     @staticmethod
     def _killed(merged: dict, victim: dict | None, workers: list[dict]) -> list[dict]:
-        if victim:
+        if victim and "pid" in victim:
             return [{"pid": victim["pid"], "name": victim["name"], "bytes": victim["bytes"], "worker_id": merged.get("worker_id")}]
+        if victim:  # Ray 2.1 names no victim: the worker's id alone, kept in worker_id
+            return []
         if "killed_name" in merged:
             return [{"pid": None, "name": merged["killed_name"], "bytes": None}]
         chosen = [w for w in workers if w["selected"]] if merged.get("considered_list") else workers
@@ -252,6 +255,8 @@ class Transformer(lark.Transformer):
     def _variant(merged: dict, victim: dict | None, rows: list) -> str | None:
         if "variant" in merged:
             return merged["variant"]
+        if victim and "pid" not in victim:
+            return "2.1"
         if victim:
             return "A" if victim["subject"] == "task" else "B"
         if "node_used_bytes" in merged or "workers_killed" in merged:
