@@ -32,6 +32,14 @@ def split_name(name: str) -> tuple[str | None, str | None]:
     return None, last or None
 
 
+# The page the report's suggestions link to, and the first release that links to it (formats.md
+# §1.5, §1.5a: 2.56 keeps the old page though it already carries 2.57's "Since 2.56" tail).
+DOCS_PAGES = {
+    "ray-core/scheduling/ray-oom-prevention.html": (2, 2),
+    "ray-observability/user-guides/debug-apps/debug-memory.html": (2, 57),
+}
+
+
 class Transformer(lark.Transformer):
     # -- clauses -> facts ----------------------------------------------------------------
     def retry(self, items):
@@ -161,7 +169,11 @@ class Transformer(lark.Transformer):
 
     def suggestions(self, items):
         text = str(items[0] or "")
-        return {"suggestions": True, "retriable": not ("Set max_retries" in text or "Set max_restarts" in text)}
+        fact = {"suggestions": True, "retriable": not ("Set max_retries" in text or "Set max_restarts" in text)}
+        for page, first in DOCS_PAGES.items():  # the page the suggestions link to moved in 2.57
+            if page in text:
+                fact["docs_from"] = first
+        return fact
 
     def system_low(self, items):
         host, used, total, fraction, threshold, name, _actor, _rest = items
@@ -264,7 +276,9 @@ class Transformer(lark.Transformer):
                 return "F"
             if "threshold" in merged or merged.get("policy_list_inline"):
                 return "C"
-            if "kill_reason_line" in merged and "line" in merged:
+            if "kill_reason_line" in merged and merged.get("docs_from"):
+                return "E" if merged["docs_from"] >= (2, 57) else "D"
+            if "kill_reason_line" in merged and "line" in merged:  # no suggestions: one line is 2.56's layout
                 return "E" if merged["kill_reason_line"] != merged["line"] else "D"
             return None
         if merged.get("header") == "task":
