@@ -8,6 +8,7 @@ the driver console, events/*.log) is folded into one event with several sources.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,6 +204,28 @@ IDENTITY = {
 # sizes, but the same allocator source line in the same process.
 ALSO_IDENTITY = {"ray_worker_died": (("pid", "exit_type"),), "cuda_oom": (("where", "pid"),)}
 FOLD_WINDOW_S = 120  # two reports of one occurrence are never further apart than this
+
+
+WORKER_FILE = re.compile(r"^(?:python-core-worker-|(?:io_)?worker-)([0-9a-f]{40,})[-_](?:[0-9a-f]+-)?(\d+)")
+
+
+def name_workers(events: list[Event], paths: list[str]) -> None:
+    """Give the pid to events that name a worker by its id alone (the GCS's "Reporting worker
+    exit, worker id = ..."): a worker's own log files are named after its id and pid, and a
+    kill report lists both for each worker it killed or considered."""
+    pids: dict[str, int] = {}
+    for path in paths:
+        m = WORKER_FILE.match(path.rsplit("/", 1)[-1])
+        if m:
+            pids[m.group(1)] = int(m.group(2))
+    for event in events:
+        listed = [w for key in ("killed", "considered") if isinstance(event.fields.get(key), list) for w in event.fields[key]]
+        for worker in listed:
+            if isinstance(worker, dict) and worker.get("worker_id") and worker.get("pid") is not None:
+                pids.setdefault(worker["worker_id"], worker["pid"])
+    for event in events:
+        if event.pid is None and event.fields.get("worker_id") in pids:
+            event.pid = pids[event.fields["worker_id"]]
 
 
 def fold(events: list[Event]) -> list[Event]:

@@ -10,7 +10,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING
 
 from . import collector
-from .events import Clue, Event, fold, from_rows, to_rows
+from .events import Clue, Event, fold, from_rows, name_workers, to_rows
 from .lines import laid_out
 from .scan import FileContext, Scanner
 from .sources import Input, discover, reopen
@@ -100,6 +100,7 @@ def analyze(*paths: str, jobs: int | None = None, progress: Callable[[Input], No
                 if event.node is None:  # an archive member may learn its node after it was read
                     event.node = item.node
                 (clues if isinstance(event, Clue) else events).append(event)
+        name_workers(events, [item.path for item, _ in results])
         return diagnose([item for item, _ in results], fold(events), clues)
 
 

@@ -73,7 +73,9 @@ def test_memory_monitor_kills_keep_their_exit_type(name):
     deaths = of_kind(events, "ray_worker_died")
     assert len(deaths) == 2  # gcs_server.out: one exit per killed worker
     assert {d.fields["exit_type"] for d in deaths} == {"NODE_OUT_OF_MEMORY"}
-    assert all(len(d.fields["worker_id"]) == 56 and d.pid is None for d in deaths)
+    assert all(len(d.fields["worker_id"]) == 56 for d in deaths)
+    killed = {k["worker_id"]: k["pid"] for e in of_kind(events, "ray_oom_kill") for k in e.fields["killed"]}
+    assert {d.pid for d in deaths} == {killed[d.fields["worker_id"]] for d in deaths}  # the pid the kill report gives the id
 
 
 def test_owner_death_at_shutdown_is_no_event():

@@ -88,3 +88,12 @@ def test_sigkill_deaths_are_not_oom(scenario):
     assert not [e for e in diagnosis.events if e.kind in ("kernel_oom", "cuda_oom", "ray_oom_summary")]
     if expected["actor_unavailable"]:
         assert any(e.kind == "ray_actor_unavailable" for e in diagnosis.events)
+
+
+def test_a_worker_named_by_its_id_alone_gets_its_pid(scenario):
+    """The GCS reports a worker's exit by its id; the worker's file names and the kill report
+    give the pid of that id."""
+    name, expected, diagnosis = scenario
+    for event in diagnosis.events:
+        if event.kind == "ray_worker_died" and event.fields.get("worker_id"):
+            assert event.pid is not None, (name, event.source)
