@@ -226,6 +226,9 @@ def name_workers(events: list[Event], paths: list[str]) -> None:
     for event in events:
         if event.pid is None and event.fields.get("worker_id") in pids:
             event.pid = pids[event.fields["worker_id"]]
+        for worker in event.fields.get("killed") if isinstance(event.fields.get("killed"), list) else []:
+            if isinstance(worker, dict) and worker.get("pid") is None and worker.get("worker_id") in pids:
+                worker["pid"] = pids[worker["worker_id"]]
 
 
 def fold(events: list[Event]) -> list[Event]:

@@ -256,8 +256,8 @@ class Transformer(lark.Transformer):
     def _killed(merged: dict, victim: dict | None, workers: list[dict]) -> list[dict]:
         if victim and "pid" in victim:
             return [{"pid": victim["pid"], "name": victim["name"], "bytes": victim["bytes"], "worker_id": merged.get("worker_id")}]
-        if victim:  # Ray 2.1 names no victim: the worker's id alone, kept in worker_id
-            return []
+        if victim:  # Ray 2.1 names no victim but the worker's id (events.name_workers may find its pid)
+            return [{"pid": None, "name": None, "bytes": None, "worker_id": merged.get("worker_id")}] if merged.get("worker_id") else []
         if "killed_name" in merged:
             return [{"pid": None, "name": merged["killed_name"], "bytes": None}]
         chosen = [w for w in workers if w["selected"]] if merged.get("considered_list") else workers
