@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+from .events import TO_ZERO
 from .sources import Input, Wrapping
 
 MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
@@ -421,6 +422,7 @@ def _stamp_of(text: bytes) -> Stamp:
 WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
 WRAPPED_LINES = 2  # different lines cut at one width, for the text to be wrapped there
 SPIKE = 2  # lines exactly as wide as the wrap, against those of any width a few columns narrower
+WRAPPED_SHARE = 20  # one line in this many cut; one in five times as many when they differ in shape
 WIDER_LINES = 2  # lines wider than the wrap that a wrapped text may hold (1% of a long one)
 _TRACEBACK = "Traceback (most recent call last):"
 ORDER_STAMPS = 64  # times read to tell the order of the lines: enough to outvote a few out of order
@@ -439,14 +441,20 @@ def wrap_width(head: bytes) -> int | None:
     Wrapped text has (almost) no line wider than the wrap, and every logical line longer
     than it leaves a segment exactly that wide, continued by a line that starts no record
     of its own: so one width stands out, held by several different lines, each continued.
-    Unwrapped logs have lines of every width, the widest seldom more than once but for
-    copies of one line, and after each a new record."""
-    width, cut = _wrap_evidence(head)
-    return width if cut >= WRAPPED_LINES else None
+    Unwrapped logs have lines of every width, the widest seldom more than once, but for
+    lines whose format fixes their width (metrics of the same keys, progress bars): those
+    are few among the lines, and mostly of one shape (digits aside), where a wrap cuts
+    every line longer than the terminal, of every shape."""
+    width, cut, lines = _wrap_evidence(head)
+    if len(cut) < WRAPPED_LINES:
+        return None
+    shapes = {line.translate(TO_ZERO) for line in cut}
+    many = len(cut) * WRAPPED_SHARE >= lines
+    return width if many or (len(shapes) >= 2 and len(cut) * WRAPPED_SHARE * 5 >= lines) else None
 
 
-def _wrap_evidence(head: bytes) -> tuple[int, int]:
-    """(the likeliest wrap width, the different lines cut there and continued).
+def _wrap_evidence(head: bytes) -> tuple[int, set[bytes], int]:
+    """(the likeliest wrap width, the different lines cut there and continued, the lines).
 
     A few lines may stand wider than the wrap (a progress bar's carriage returns, colour
     codes a terminal does not count), so every width held by two lines or more is tried,
@@ -458,7 +466,7 @@ def _wrap_evidence(head: bytes) -> tuple[int, int]:
     widths = [len(line) if line.isascii() else len(line.decode("utf-8", "replace")) for line in raw]
     counts = Counter(widths)
     wider = 0
-    best = (0, 0)
+    best: tuple[int, set[bytes], int] = (0, set(), len(raw))
     for width in sorted(counts, reverse=True):
         if width < WRAP_MIN or wider > max(WIDER_LINES, len(raw) // 100):
             break
@@ -469,8 +477,8 @@ def _wrap_evidence(head: bytes) -> tuple[int, int]:
                 for i in range(len(raw) - 1)
                 if widths[i] == width and continues(raw[i].decode("utf-8", "replace"), raw[i + 1].decode("utf-8", "replace"), width)
             }
-            if len(cut) > best[1]:
-                best = (width, len(cut))
+            if len(cut) > len(best[1]):
+                best = (width, cut, len(raw))
             if len(cut) >= WRAPPED_LINES:
                 break
         wider += counts[width]
@@ -576,21 +584,29 @@ class Unwrapped(Layout):
 
     def _lay(self, data: bytes, final: bool) -> None:
         """Hand out the lines of `data` joined where a wrap cut them; whether the last whole
-        line continues needs the next one, so it waits with what follows it, until the end."""
+        line continues needs the next one, so it waits with what follows it, until the end.
+        Only a line at least as long in bytes as the wrap is in characters can be cut: the
+        others go out as they are, many at a time."""
         lines = data.split(b"\n")
         keep = 0 if final else 2
         self.pending = None if final else b"\n".join(lines[-2:])
-        texts = [line.decode("utf-8", "replace").rstrip("\r") for line in lines[: len(lines) - keep + 1]]
-        for i, line in enumerate(lines[: len(lines) - keep]):
-            last = i == len(lines) - 1
-            if not last and continues(texts[i], texts[i + 1], self.width):
-                body = line[:-1] if line.endswith(b"\r") else line
-                self.ready += body
-                self.joins.append(self.given + len(self.ready))
-                self.removed += len(line) + 1 - len(body)
-                self.breaks += 1
-            else:
-                self.ready += line if last else line + b"\n"
+        count = len(lines) - keep
+        done = 0  # lines handed out
+        for i in [i for i, line in enumerate(lines[:count]) if len(line) >= self.width and i + 1 < len(lines)]:
+            line = lines[i]
+            text = line.decode("utf-8", "replace").rstrip("\r")
+            if not continues(text, lines[i + 1].decode("utf-8", "replace").rstrip("\r"), self.width):
+                continue
+            if i > done:
+                self.ready += b"\n".join(lines[done:i]) + b"\n"
+            body = line[:-1] if line.endswith(b"\r") else line
+            self.ready += body
+            self.joins.append(self.given + len(self.ready))
+            self.removed += len(line) + 1 - len(body)
+            self.breaks += 1
+            done = i + 1
+        if count > done:
+            self.ready += b"\n".join(lines[done:count]) + (b"" if final else b"\n")
 
     def lines_of(self, first: int, start: int, last: int, stop: int) -> tuple[int, int]:
         first += bisect.bisect_right(self.joins, start)
