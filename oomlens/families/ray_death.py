@@ -209,7 +209,8 @@ class Transformer(lark.Transformer):
     def unavailable(self, items):
         _error, actor_ref, status, _tail = items
         actor_id = str(actor_ref)
-        fields = {"actor_id": None if actor_id == "None" else actor_id, "rpc_code": None, **status}
+        known = all(c in "0123456789abcdef" for c in actor_id)  # not "None", nor an author's "..."
+        fields = {"actor_id": actor_id if known else None, "rpc_code": None, "reason": None, "error": None, **(status or {})}
         return {"kind": "ray_actor_unavailable", "fields": fields, "pid": None, "actor": None}
 
     def other_status(self, items):
