@@ -32,6 +32,9 @@ def split_name(name: str) -> tuple[str | None, str | None]:
     return None, last or None
 
 
+# Bytes per unit of a Top-10 row, by the unit glued to its size (grammars/ray_oom.lark, TOP_MEM).
+ROW_UNITS = {"GiB": 1 << 30, "GB": 10**9, "": 1 << 30}
+
 # The page the report's suggestions link to, and the first release that links to it (formats.md
 # §1.5, §1.5a: 2.56 keeps the old page though it already carries 2.57's "Since 2.56" tail).
 DOCS_PAGES = {
@@ -163,9 +166,9 @@ class Transformer(lark.Transformer):
 
     def top_row(self, items):
         pid, mem, command = items
-        unit = "GiB" if mem.endswith("GiB") else "GB"
-        number = mem[:-3] if mem.endswith("GiB") else str(mem)
-        return {"row": {"pid": int(pid), "bytes": to_bytes(number, unit), "command": str(command).strip() if command else ""}}
+        number, unit = next(((mem[: -len(u)], u) for u in ROW_UNITS if u and mem.endswith(u)), (str(mem), ""))
+        size = round(float(number) * ROW_UNITS[unit])
+        return {"row": {"pid": int(pid), "bytes": size, "command": str(command).strip() if command else ""}}
 
     def suggestions(self, items):
         text = str(items[0] or "")
