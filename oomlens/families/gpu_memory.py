@@ -78,6 +78,10 @@ class Transformer(lark.Transformer):
         allocated, reserved = items
         return {"allocated_bytes": _gib(allocated), "reserved_bytes": _gib(reserved)}
 
+    def decimal_wording(self, items):
+        allocated, reserved = items
+        return {"allocated_bytes": round(float(allocated) * 10**9), "reserved_bytes": round(float(reserved) * 10**9)}
+
     def device_wording(self, items):
         used, total = items
         return {"used_bytes": _gib(used), "total_bytes": _gib(total)}
