@@ -74,7 +74,7 @@ class Transformer(lark.Transformer):
         return "namespace", str(items[0]).strip()
 
     def ip(self, items):
-        return "node", items[0]
+        return "node", items[0] if isinstance(items[0], str) and not _redacted(items[0]) else None
 
     def creation_failed(self, items):
         _error, task, _rest = items
@@ -145,10 +145,10 @@ class Transformer(lark.Transformer):
         return {"node_id": str(items[0])}
 
     def worker_ip(self, items):
-        return {"node": items[0]}
+        return {"node": None if items[0] is None or _redacted(items[0]) else items[0]}
 
     def worker_port(self, items):
-        return {"worker_port": int(items[0])}
+        return {"worker_port": int(items[0]) if items[0] is not None and str(items[0]).isdigit() else None}
 
     def worker_pid(self, items):
         return {"pid": int(items[0])}
@@ -240,3 +240,8 @@ class Transformer(lark.Transformer):
     # -- shared ----------------------------------------------------------------------------------
     def address(self, items):
         return str(items[0])
+
+
+def _redacted(value: object) -> bool:
+    """A REDACTED token: a value left empty by Ray or hidden by the person who pasted it."""
+    return getattr(value, "type", None) == "REDACTED"
