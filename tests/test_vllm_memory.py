@@ -27,7 +27,9 @@ def only(name: str):
 def test_no_kv_cache_memory_once_despite_the_raise_line_in_the_traceback():
     event = only("027_vllm_10439.log")
     assert event.fields["error"] == "no_kv_cache_memory"
-    assert event.source.line == 3  # line 2 is `raise ValueError("No available memory ...`
+    # the `raise ValueError("No available memory ...` of line 2 is the same error, quoted where
+    # it was raised: one event read in two places (alone, past an excerpt's end, it still counts)
+    assert sorted(source.line for source in event.sources) == [2, 3]
     assert event.memory == "gpu"
     assert event.fields["local_time"] == "11-18T18:07:28"  # vLLM prints no year
 
@@ -78,7 +80,6 @@ def test_cut_v1_message_keeps_what_was_printed():
 @pytest.mark.parametrize(
     "text",
     [
-        '    raise ValueError("No available memory for the cache blocks. "',
         '            f"To serve at least one request with the models\'s max seq len ({max_model_len}), "',
         "INFO 06-09 17:08:25 [gpu_worker.py:227] Available KV cache memory: -0.3 GiB",
         "INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 0, # CPU blocks: 256",
@@ -86,6 +87,15 @@ def test_cut_v1_message_keeps_what_was_printed():
 )
 def test_not_an_error(text):
     assert parse(text) == []
+
+
+def test_the_raise_of_the_message_is_the_error_when_the_exception_line_is_cut_off():
+    text = (
+        'ERROR 06-09 17:08:25 [core.py:708]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/core/kv_cache_utils.py", line 526, in check_enough_kv_cache_memory\n'
+        'ERROR 06-09 17:08:25 [core.py:708]     raise ValueError("No available memory for the cache blocks. "\n'
+    )
+    (event,) = parse(text)
+    assert (event.kind, event.fields["error"], event.source.line) == ("vllm_memory_error", "no_kv_cache_memory", 2)
 
 
 def test_the_same_error_from_two_channels_folds_into_one():
