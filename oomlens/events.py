@@ -203,6 +203,10 @@ IDENTITY = {
 # vLLM's cumem allocator prints its failure on stderr and again as the RuntimeError: no
 # sizes, but the same allocator source line in the same process.
 ALSO_IDENTITY = {"ray_worker_died": (("pid", "exit_type"),), "cuda_oom": (("where", "pid"),)}
+# The identity of a report that carries none of its kind's identifying numbers: NCCL prints
+# `NCCL WARN Cuda failure 'out of memory'` and torch then raises DistBackendError for the same
+# failed allocation; a numberless CUDA error is one occurrence per form and process.
+NUMBERLESS = {"cuda_oom": ("torch_variant", "pid")}
 FOLD_WINDOW_S = 120  # two reports of one occurrence are never further apart than this
 
 
@@ -288,19 +292,28 @@ def _fold_identical(events: list[Event]) -> list[Event]:
 
 def _identities(event: Event) -> list[tuple]:
     """Every key under which this report meets other reports of its occurrence."""
-    keys = [key] if (key := _identity(event)) is not None else []
+    key = _identity(event)
+    keys = [key] if key is not None else []
     for names in ALSO_IDENTITY.get(event.kind, ()):
-        values = tuple(event.fields.get(n, getattr(event, n, None)) for n in names)
+        values = _values(event, names)
         if values[0] is not None:
             keys.append((event.kind, *names, *values))
+    if key is None and event.kind in NUMBERLESS:
+        values = _values(event, NUMBERLESS[event.kind])
+        if None not in values:  # without a pid, two numberless reports may be two processes
+            keys.append((event.kind, *NUMBERLESS[event.kind], *values))
     return keys
+
+
+def _values(event: Event, names: tuple[str, ...]) -> tuple:
+    return tuple(event.fields.get(n, getattr(event, n, None)) for n in names)
 
 
 def _identity(event: Event) -> tuple | None:
     names = IDENTITY[event.kind]
     if names is None:
         return None
-    values = tuple(event.fields.get(n, getattr(event, n, None)) for n in names)
+    values = _values(event, names)
     if all(v is None for v in values) or (event.kind in PARTIAL and None in values):
         return None
     return (event.kind, *values)

@@ -209,3 +209,40 @@ def test_cumem_failure_printed_twice_is_one_event():
     )
     (event,) = parse_text(text)
     assert event.kind == "cuda_oom" and event.pid == 77 and len(event.sources) == 2
+
+
+NCCL_OOM = """\
+gpu-node-3:41234:41290 [5] include/alloc.h:103 NCCL WARN Cuda failure 'out of memory'
+gpu-node-3:41234:41290 [5] NCCL INFO include/alloc.h:111 -> 1
+[rank5]: Traceback (most recent call last):
+[rank5]:   File "/opt/verl/verl/workers/fsdp_workers.py", line 655, in update_actor
+[rank5]:     metrics = self.actor.update_policy(data=data)
+[rank5]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5
+[rank5]: ncclUnhandledCudaError: Call to CUDA function failed.
+[rank5]: Last error:
+[rank5]: Cuda failure 2 'out of memory'
+"""
+
+
+def test_nccl_warn_and_dist_backend_error_in_the_err_file_and_the_console_are_one_failure(tmp_path):
+    """NCCL warns of the failed allocation, torch raises it again; Ray copies both to the driver."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / f"worker-{'5a' * 28}-01000000-41234.err").write_text(NCCL_OOM)
+    console = "".join(f"(WorkerDict pid=41234, ip=10.0.0.4) {line}\n" for line in NCCL_OOM.splitlines())
+    (tmp_path / "driver.log").write_text(console)
+    diagnosis = analyze(str(logs), str(tmp_path / "driver.log"))
+    (event,) = diagnosis.events
+    assert (event.kind, event.pid, event.rank, event.fields["cuda_error_code"]) == ("cuda_oom", 41234, 5, 2)
+    assert sorted((s.path.rsplit("/", 1)[-1][:6], s.line) for s in event.sources) == [
+        ("driver", 1), ("driver", 6), ("worker", 1), ("worker", 6)
+    ]
+    assert len(diagnosis.incidents) == 1 and diagnosis.verdict["component"] == "actor_train"
+
+
+def test_numberless_failures_of_two_processes_stay_two():
+    text = (
+        "(WorkerDict pid=11) RuntimeError: CUDA error: out of memory\n"
+        "(WorkerDict pid=12) RuntimeError: CUDA error: out of memory\n"
+    )
+    assert [e.pid for e in parse(text)] == [11, 12]
