@@ -3,8 +3,9 @@ keepalive watchdog lines.
 
 Each line becomes one `watchdog_timeout` draft with what that line knows; the lines that
 tell the same timeout on the same rank share (watchdog, rank, seq) and fold into one
-event. `rank` is the rank the message names (`[Rank r]`, `[PG ... Rank r]`); a line that
-names none keeps the rank of its `[rankN]:` envelope.
+event. The rank a message names (`[Rank r]`, `[PG ... Rank r]`) is the rank within its process
+group (`group_rank`); the global rank is that of the line's `[rankN]:` envelope, and the group
+rank stands for it only in the default group (PG 0) or where the line names no group.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ class Transformer(lark.Transformer):
         draft = {"kind": "watchdog_timeout", "fields": event["fields"]}
         where = prefix or event.get("prefix") or {}
         if where.get("rank") is not None:
-            draft["rank"] = where["rank"]
+            draft["fields"]["group_rank"] = where["rank"]
+            if where.get("pg") in (None, "0"):
+                draft["rank"] = where["rank"]
         for name in ("pg", "pg_guid", "pg_desc"):
             if where.get(name) is not None:
                 draft["fields"][name] = where[name]
