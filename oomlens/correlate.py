@@ -186,8 +186,9 @@ def attribute(events: list[Event], context: Context) -> None:
                     event.method = task.get("method")
                 break
         component = component_of(identity_of(event))
-        if component is None and clues_near and event.kind != "watchdog_timeout":
-            component, _where = phase_of(clues_near)
+        if component in (None, "driver") and clues_near and event.kind != "watchdog_timeout":
+            # the trainer's loop (`TaskRunner.run`) only says the phase it called is below it
+            component = phase_of(clues_near)[0] or component
         event.component = component
 
 
