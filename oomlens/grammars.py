@@ -8,6 +8,9 @@ A family is one file `grammars/<name>.lark` plus one transformer module
                                    it matches within one line: a repeated space is `[ \\t]+`)
     //! start: <regex>             where the grammar's input begins in the peeled trigger line
     //! continue: <regex>          a following peeled line that belongs to the block (repeatable)
+    //! back: <regex>              a preceding peeled line that belongs to the block when a start
+                                   may stand below the lines it follows (repeatable): a paste that
+                                   kept a table's rows but not its title
     //! end: <regex>               a peeled line that is the last of its block, the first one too
                                    (repeatable; `match`ed like continue)
     //! max_lines: <n>             the longest block (default 1: single-line messages)
@@ -64,6 +67,7 @@ class Family:
     max_lines: int
     samples: list[Sample] = field(default_factory=list)
     ends: re.Pattern[str] | None = None
+    back: re.Pattern[str] | None = None
     shapes: dict[bytes, tuple[Any, bool]] | None = None  # the shape cache, for families that opt in
 
     @functools.cached_property
@@ -193,6 +197,7 @@ def read_family(path: Path) -> Family:
     starts: list[str] = []
     continues: list[str] = []
     ends: list[str] = []
+    backs: list[str] = []
     max_lines = 1
     shapes = False
     samples: list[Sample] = []
@@ -217,6 +222,8 @@ def read_family(path: Path) -> Family:
             continues.append(value)
         elif key == "end":
             ends.append(value)
+        elif key == "back":
+            backs.append(value)
         elif key == "max_lines":
             max_lines = int(value)
         elif key == "cache":
@@ -241,6 +248,7 @@ def read_family(path: Path) -> Family:
         max_lines=max_lines,
         samples=samples,
         ends=re.compile("|".join(f"(?:{e})" for e in ends)) if ends else None,
+        back=re.compile("|".join(f"(?:{b})" for b in backs)) if backs else None,
         shapes={} if shapes else None,
     )
 

@@ -356,13 +356,14 @@ class Scanner:
             start = _line_start(data, pos)
             if pos - start > MAX_LINE // 2:
                 start = _char_start(data, pos - OVERLAP)
-            if not eof and fam.max_lines > 1 and cut - start < MAX_BLOCK:
-                carried = start  # a block that may run past this chunk: scan it with the next one
+            back = start if fam.back is None else _reach_back(data, start, fam, max(begin, skip_until.get(fam.name, 0)))
+            if not eof and fam.max_lines > 1 and cut - back < MAX_BLOCK:
+                carried = back  # a block that may run past this chunk: scan it with the next one
                 break
-            counted_lines += newlines(data, counted_pos, start)
-            counted_pos = start
+            counted_lines += newlines(data, counted_pos, back)
+            counted_pos = back
             self._counted = (counted_pos, counted_lines)  # the chunk's line count goes on from here
-            found = self._block(data, start, pos, fam, line_base + counted_lines)
+            found = self._block(data, back, pos if back == start else back, fam, line_base + counted_lines, back < start)
             if found is None:
                 continue
             skip_until[fam.name], block, drafts = found
@@ -376,23 +377,24 @@ class Scanner:
 
     # -- blocks ----------------------------------------------------------------------------
 
-    def _block(self, data: bytes, start: int, pos: int, fam: Family, lineno: int) -> tuple[int, _Block, list[dict]] | None:
+    def _block(self, data: bytes, start: int, pos: int, fam: Family, lineno: int, reached: bool = False) -> tuple[int, _Block, list[dict]] | None:
         """Gather and parse the block that starts on the line at `start`: where it ends, the
         block, and its drafts.
 
         A paste from a terminal may be hard-wrapped at a fixed width: when the block as
         written parses only in part, it is read again with wrapped lines rejoined, and
-        the fuller reading wins."""
-        found = self._gather(data, start, pos, fam, lineno, unwrap=False)
+        the fuller reading wins. `reached`: the block begins at lines its start line reached
+        back to (`//! back:`)."""
+        found = self._gather(data, start, pos, fam, lineno, unwrap=False, reached=reached)
         if found is None or not any(d.get("fields", {}).get("truncated") for d in found[2]):
             return found
-        rejoined = self._gather(data, start, pos, fam, lineno, unwrap=True)
+        rejoined = self._gather(data, start, pos, fam, lineno, unwrap=True, reached=reached)
         if rejoined and _fullness(rejoined[2]) > _fullness(found[2]):
             found = rejoined
         return found
 
     def _gather(
-        self, data: bytes, start: int, pos: int, fam: Family, lineno: int, unwrap: bool
+        self, data: bytes, start: int, pos: int, fam: Family, lineno: int, unwrap: bool, reached: bool = False
     ) -> tuple[int, _Block, list[dict]] | None:
         first_raw, nxt, n_phys = _logical_line(data, start, self._end, unwrap)
         plain = fam.shapes is not None and n_phys == 1 and not (self._cut_end and nxt >= self._end)
@@ -404,7 +406,7 @@ class Scanner:
         # a progress bar rewrites its line with \r: the hit's segment is the message
         seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1 if "\r" in first_raw.rstrip("\r\n") else 0
         head = peel(first_raw[seg_start:].split("\r", 1)[0])
-        m = fam.start.search(head.text)
+        m = fam.back.match(head.text) if reached and fam.back is not None else fam.start.search(head.text)
         if m is None:
             return None
         texts = [head.text[m.start() :]]
@@ -477,7 +479,7 @@ class Scanner:
             pid=pid,
             actor=draft.get("actor", actor if actor not in ("raylet", "gcs_server") else None),
             method=draft.get("method"),
-            rank=draft.get("rank", head.rank),
+            rank=head.rank if head.rank is not None else draft.get("rank"),  # `[rankN]:` is the global rank
             gpu=draft.get("gpu"),
             memory=draft.get("memory"),
             fields=fields,
@@ -515,6 +517,30 @@ class Scanner:
 
 
 _PLAIN: dict[str, dict[bytes, int]] = {}  # per shape-cached family: a raw line's shape -> _plain_start
+
+
+def _reach_back(data: bytes, start: int, fam: Family, floor: int) -> int:
+    """Where a block begins whose start line follows lines it reaches back to (`//! back:`):
+    the first of the lines just above `start`, none before `floor`, that match the family's
+    back pattern, with at most two blank lines between them; `start` when there are none."""
+    begin, cur, blanks = start, start, 0
+    for _ in range(fam.max_lines - 1):
+        if cur <= floor:
+            break
+        prev = data.rfind(b"\n", floor, cur - 1) + 1
+        if prev == 0 and floor > 0:
+            break  # the line above began before the floor
+        text = peel(data[prev:cur].decode("utf-8", "replace").rstrip("\r\n")).text
+        if not text.strip():
+            blanks += 1
+            if blanks > 2:
+                break
+        elif fam.back.match(text):
+            begin, blanks = prev, 0
+        else:
+            break
+        cur = prev
+    return begin
 
 
 def _plain_at(fam: Family, raw: bytes, line: str) -> int:

@@ -56,3 +56,31 @@ def test_a_snippet_is_whole_lines_even_without_its_last_break():
     text = "(WorkerDict pid=7) Before state_dict() in sharding manager memory, memory allocated (GB): 13.18, memory reserved (GB): 46.43"
     (event,) = parse_text(text)
     assert event.fields["reserved_bytes"] == round(46.43 * 2**30)
+
+
+ROWS = (
+    "2954421\t7.39\tray::WorkerDict.actor_rollout_generate_sequences\n"
+    "2954422\t6.12\tray::WorkerDict.actor_rollout_generate_sequences\n"
+    "1203\t0.52\t/usr/bin/python3 main_ppo.py\n"
+)
+SUGGESTIONS = (
+    "Refer to the documentation on how to address the out of memory issue: "
+    "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory on "
+    "this node or reducing task parallelism by requesting more CPUs per task.\n"
+)
+
+
+@pytest.mark.parametrize("before", ["", "(main_task pid=9) step 3 done\n", "Top 10 memory users:\nPID\tMEM(GB)\tCOMMAND\n"])
+@pytest.mark.parametrize("gap", ["", "\n"])
+def test_top_rows_kept_without_the_report_above_them_are_a_kill(before, gap):
+    """A paste that kept only the Top-10 rows and the suggestions that close a kill report."""
+    (event,) = parse_text(before + ROWS + gap + SUGGESTIONS)
+    assert event.kind == "ray_oom_kill" and event.fields["usage_fraction"] is None
+    assert [(r["pid"], r["bytes"]) for r in event.fields["top"]] == [(2954421, 7934952079), (2954422, 6571299963), (1203, 558345748)]
+    assert event.source.line == before.count("\n") + 1 - (2 if "Top 10" in before else 0)
+
+
+def test_the_suggestions_alone_are_no_kill():
+    """The raylet's periodic summary ends with the same suggestions."""
+    assert [e.kind for e in parse_text("(raylet) " + SUGGESTIONS)] == []
+    assert [e.kind for e in parse_text("step 3: 12 0.5 loss\n" + SUGGESTIONS)] == []

@@ -221,8 +221,8 @@ class Transformer(lark.Transformer):
                 rows.append(fact["row"])
             else:
                 merged.update(fact)
-        if not (merged or workers or rows):
-            return []
+        if not (workers or rows or set(merged) - {"suggestions", "retriable", "docs_from"}):
+            return []  # the suggestions alone tell no kill: the raylet's periodic summary ends with them too
         victim = merged.get("victim")
         killed = self._killed(merged, victim, workers)
         fields: dict[str, Any] = {
