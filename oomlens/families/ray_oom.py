@@ -168,7 +168,7 @@ class Transformer(lark.Transformer):
         pid, mem, command = items
         number, unit = next(((mem[: -len(u)], u) for u in ROW_UNITS if u and mem.endswith(u)), (str(mem), ""))
         size = round(float(number) * ROW_UNITS[unit])
-        return {"row": {"pid": int(pid), "bytes": size, "command": str(command).strip() if command else ""}}
+        return {"row": {"pid": int(pid), "bytes": size, "command": str(command).strip() if command else ""}, "unit": ROW_UNITS[unit]}
 
     def suggestions(self, items):
         text = str(items[0] or "")
@@ -199,12 +199,12 @@ class Transformer(lark.Transformer):
             "node_name": str(host),
             "threshold": float(percent[:-1]) / 100,
             "usage_fraction": float(percent[:-1]) / 100,
-            "node_used_bytes": to_bytes(used, "GB"),
-            "node_total_bytes": to_bytes(total, "GB"),
+            "header_sizes": (float(used), float(total)),
         }
 
     def shared_memory(self, items):
-        return {"object_store_bytes": to_bytes(items[0], "GiB")}
+        number, unit = items
+        return {"object_store_bytes": round(float(number) * ROW_UNITS[str(unit)]), "unit": ROW_UNITS[str(unit)]}
 
     def other(self, items):
         return {}
@@ -213,14 +213,19 @@ class Transformer(lark.Transformer):
     def start(self, facts):
         facts = [f for f in facts if isinstance(f, dict)]
         merged: dict[str, Any] = {}
-        workers, rows = [], []
+        workers, rows, units = [], [], set()
         for fact in facts:
+            units.add(fact.pop("unit", None))
             if "worker" in fact:
                 workers.append(fact["worker"])
             elif "row" in fact:
                 rows.append(fact["row"])
             else:
                 merged.update(fact)
+        if "header_sizes" in merged:  # "(X / Y GB)": 10^9 where the rows and shared size say GB, else GiB
+            unit = ROW_UNITS["GB"] if ROW_UNITS["GB"] in units else ROW_UNITS["GiB"]
+            used, total = merged.pop("header_sizes")
+            merged["node_used_bytes"], merged["node_total_bytes"] = round(used * unit), round(total * unit)
         if not (workers or rows or set(merged) - {"suggestions", "retriable", "docs_from"}):
             return []  # the suggestions alone tell no kill: the raylet's periodic summary ends with them too
         victim = merged.get("victim")
