@@ -50,6 +50,8 @@ def test_node_threshold_and_table(scenario):
         assert event.memory == "host"
         assert event.time is not None and not event.time_inferred
         assert len(event.sources) >= 3, "the kill is reported by raylet.out, the driver and others"
+        if "node_id" in expected:  # several raylets in one folder: the one that killed
+            assert f["node_id"] == expected["node_id"]
     for check in expected.get("kill_numbers", []):
         (event,) = [e for e in kills(diagnosis) if e.pid == check["pid"]]
         assert event.fields["node_used_bytes"] == check["node_used_bytes"]
