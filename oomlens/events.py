@@ -241,6 +241,8 @@ def fold(events: list[Event]) -> list[Event]:
     A report cut before the numbers that identify it (a paste, a log line that ends the
     message early) joins the nearest full report of its kind on the same node."""
     kept = _fold_identical(events)
+    while len(again := _fold_identical(kept)) < len(kept):  # a report that joined brought an identity an earlier report had
+        kept = again
     full = [e for e in kept if e.kind in FOLDED and _identity(e) is not None]
     result = []
     for event in kept:

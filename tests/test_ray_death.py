@@ -204,3 +204,26 @@ def test_a_death_told_pid_first_then_worker_id_folds_once():
     (death,) = of_kind(parse_text(actor_died + raylet + gcs), "ray_worker_died")
     assert (death.pid, death.actor, death.fields["worker_id"]) == (4242, "RewardModelRayActor", "aaaa")
     assert len(death.sources) == 3
+
+
+def test_a_death_told_before_the_report_that_names_its_exit_type_still_folds():
+    """Ray 1.13: the driver's warning names the pid but no exit type, the GCS the worker id and
+    the exit type, the caller's RayActorError the pid and exit type: one death, whatever order."""
+    warning = (
+        "2026-11-24 22:17:54,766\tWARNING worker.py:1404 -- A worker died or was killed while executing a task by an "
+        "unexpected system error. To troubleshoot the problem, check the logs for the dead worker. RayTask ID: "
+        "ffffffffffffffff6f2fc6da5db742f1b44290a901000000 Worker ID: 015b3c24911ac2198b8ee48274bd791744b74620f816cdc1dbd8b483 "
+        "Node ID: ec50e77d61a42596364d2e8ba0b40177908f27af6f282cd6b362cf96 Worker IP address: 192.0.2.2 Worker port: 39101 Worker PID: 12554\n"
+    )
+    actor_error = (
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.\n"
+        "\tclass_name: CriticModelRayActor\n\tactor_id: 6f2fc6da5db742f1b44290a901000000\n\tpid: 12554\n"
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR_EXIT\n"
+    )
+    gcs = (
+        "[2026-11-24 22:17:54,763 W 12316 12316] (gcs_server) gcs_worker_manager.cc:43: Reporting worker exit, worker id = "
+        "015b3c24911ac2198b8ee48274bd791744b74620f816cdc1dbd8b483, node id = ec50e77d61a42596364d2e8ba0b40177908f27af6f282cd6b362cf96, "
+        "address = 192.0.2.2, exit_type = SYSTEM_ERROR_EXIT0. Unintentional worker failures have been reported.\n"
+    )
+    (event,) = parse_text(warning + actor_error + gcs)
+    assert (event.pid, event.fields["exit_type"], event.actor) == (12554, "SYSTEM_ERROR_EXIT", "CriticModelRayActor")
