@@ -61,16 +61,18 @@ class Incident:
 
 
 @functools.cache
-def component_rules() -> tuple[tuple[re.Pattern[str], str], ...]:
-    return tuple((re.compile(r["pattern"]), r["component"]) for r in load("components.toml")["rule"])
+def component_rules(fallback: bool = False) -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The rules of data/components.toml in order; the fallback ones (library frames) apart."""
+    rules = load("components.toml")["rule"]
+    return tuple((re.compile(r["pattern"]), r["component"]) for r in rules if r.get("fallback", False) == fallback)
 
 
 @functools.lru_cache(maxsize=4096)
-def component_of(subject: str | None) -> str | None:
+def component_of(subject: str | None, fallback: bool = False) -> str | None:
     """The component a process or code location belongs to, or None when it does not say."""
     if not subject:
         return None
-    for pattern, component in component_rules():
+    for pattern, component in component_rules(fallback):
         if pattern.search(subject):
             return component
     return None
@@ -147,7 +149,8 @@ def phase_of(clues: list[Clue]) -> tuple[str | None, str | None]:
     """(component, where) from the remote-task headers and frames near an event.
 
     A remote-task header names the method that failed; otherwise the innermost frame whose
-    code or function names a phase (`actor_rollout_wg.generate_sequences(...)`, `wake_up`)."""
+    code or function names a phase (`actor_rollout_wg.generate_sequences(...)`, `wake_up`),
+    and only then the innermost library frame that every step of one role runs through."""
     for clue in clues:
         task = clue.fields.get("task")
         if task:
@@ -155,12 +158,13 @@ def phase_of(clues: list[Clue]) -> tuple[str | None, str | None]:
             component = component_of(name)
             if component and component != "driver":  # the trainer's own task says no phase
                 return component, name
-    for clue in clues:
-        for frame in reversed(clue.fields.get("frames", [])):
-            subject = f"{frame['path']}:{frame['func']} {frame.get('code') or ''}"
-            component = component_of(subject)
-            if component:
-                return component, f"{frame['func']} ({frame.get('code') or frame['path']})"
+    for fallback in (False, True):  # a library frame (torch.optim) only when no frame names a phase
+        for clue in clues:
+            for frame in reversed(clue.fields.get("frames", [])):
+                subject = f"{frame['path']}:{frame['func']} {frame.get('code') or ''}"
+                component = component_of(subject, fallback)
+                if component:
+                    return component, f"{frame['func']} ({frame.get('code') or frame['path']})"
     return None, None
 
 

@@ -89,6 +89,8 @@ class Envelope:
     stream: bool  # Ray's driver-side prefix: names one worker's stream
     record: bool  # a line it begins starts a record of its own (lines.starts_record)
     samples: tuple[dict, ...]
+    writer: str | None = None  # the program whose logger this is, when nothing outer names one
+    added: bool = False  # put before every line by a person, viewer or collector, not the program
 
 
 def _stamp_of_groups(g: dict[str, str | None]) -> Stamp | None:
@@ -114,7 +116,7 @@ def _apply(envelope: Envelope, line: Line, m: re.Match) -> None:
     """Copy what the envelope says into the line: who wrote it from the outermost envelope
     that tells, the time by _take_stamp."""
     g = m.groupdict()
-    if not g:
+    if not g and envelope.writer is None:
         return
     stamp = _stamp_of_groups(g)
     if stamp is not None:
@@ -127,7 +129,7 @@ def _apply(envelope: Envelope, line: Line, m: re.Match) -> None:
                 line.rank = int(g["rank"])
             return
         line.stream = m.group(0).strip()
-    pid, name = g.get("pid"), g.get("name") or (g["src"].split()[0] if g.get("src") else None)
+    pid, name = g.get("pid"), g.get("name") or (g["src"].split()[0] if g.get("src") else None) or envelope.writer
     if pid is not None and not pid.isdigit():
         pid, name = None, name or pid
     if line.pid is None and pid is not None:
@@ -146,7 +148,10 @@ def _load_envelopes() -> tuple[re.Pattern[str], tuple[Envelope, ...]]:
     table = load("envelopes.toml")
     debris = re.compile("|".join(d["pattern"] for d in table["debris"]))
     envelopes = tuple(
-        Envelope(e["name"], e["first"], re.compile(e["pattern"]), e.get("stream", False), e.get("record", True), tuple(e.get("sample", ())))
+        Envelope(
+            e["name"], e["first"], re.compile(e["pattern"]), e.get("stream", False), e.get("record", True),
+            tuple(e.get("sample", ())), e.get("writer"), e.get("added", False),
+        )
         for e in table["envelope"]
     )
     return debris, envelopes
@@ -453,6 +458,54 @@ def wrap_width(head: bytes) -> int | None:
     return width if many or (len(shapes) >= 2 and len(cut) * WRAPPED_SHARE * 5 >= lines) else None
 
 
+OUTER_SHARE = 0.9  # of a head's lines that carry one envelope for it to be added after a wrap
+
+
+def outer_envelope(head: bytes) -> Envelope | None:
+    """The envelope put before every physical line after the text was wrapped (a quote, line
+    numbers, a collector's stamp): it stands before the wrapped segments as before the first,
+    which the program's own header never does. None when no one envelope heads them all."""
+    names: Counter[str] = Counter()
+    lines = 0
+    for raw in head.split(b"\n")[:400]:
+        line = raw.decode("utf-8", "replace").rstrip("\r")
+        if not line.strip():
+            continue
+        lines += 1
+        for envelope in _BY_FIRST.get(line[:1], _ANY_FIRST):
+            m = envelope.pattern.match(line)
+            if m and m.end() > 0:
+                names[envelope.name] += envelope.added
+                break
+    if not names:
+        return None
+    name, count = names.most_common(1)[0]
+    if count < OUTER_SHARE * lines:
+        return None
+    return next(e for e in ENVELOPES if e.name == name)
+
+
+def without(envelope: Envelope | None, line: bytes) -> bytes:
+    """The line with that envelope taken off its start (as it stood before it was added)."""
+    if envelope is None:
+        return line
+    m = envelope.pattern.match(line.decode("utf-8", "replace"))
+    return line[len(m.group(0).encode("utf-8")) :] if m and m.end() > 0 else line
+
+
+def wrap_layout(head: bytes) -> tuple[int, Envelope | None] | None:
+    """(width, envelope) of a hard wrap: the text as it is, or beneath an envelope added to
+    every line after the wrap (a quote of a terminal copy, `cat -n` of it)."""
+    width = wrap_width(head)
+    if width is not None:
+        return width, None
+    outer = outer_envelope(head)
+    if outer is None:
+        return None
+    width = wrap_width(b"\n".join(without(outer, line) for line in head.split(b"\n")))
+    return (width, outer) if width is not None else None
+
+
 def _wrap_evidence(head: bytes) -> tuple[int, set[bytes], int]:
     """(the likeliest wrap width, the different lines cut there and continued, the lines).
 
@@ -562,10 +615,12 @@ class Layout(Wrapping):
 
 class Unwrapped(Layout):
     """Lines a terminal or viewer hard-wrapped at `width` columns, joined again (lines.continues),
-    so a trigger, a number or a message cut by the wrap reads whole."""
+    so a trigger, a number or a message cut by the wrap reads whole. When an envelope was put
+    before every line after the wrap (`outer`), the widths are those of the lines beneath it,
+    and a continued segment loses its copy of it as it joins the line it belongs to."""
 
-    def __init__(self, inner: BinaryIO, width: int) -> None:
-        self.inner, self.width = inner, width
+    def __init__(self, inner: BinaryIO, width: int, outer: Envelope | None = None) -> None:
+        self.inner, self.width, self.outer = inner, width, outer
         self.pending: bytes | None = b""  # read, not decided: the last whole line and what follows it (None: all out)
         self.ready = bytearray()
         self.given = 0  # bytes handed out so far
@@ -592,17 +647,19 @@ class Unwrapped(Layout):
         self.pending = None if final else b"\n".join(lines[-2:])
         count = len(lines) - keep
         done = 0  # lines handed out
-        for i in [i for i, line in enumerate(lines[:count]) if len(line) >= self.width and i + 1 < len(lines)]:
-            line = lines[i]
-            text = line.decode("utf-8", "replace").rstrip("\r")
-            if not continues(text, lines[i + 1].decode("utf-8", "replace").rstrip("\r"), self.width):
+        bodies = [without(self.outer, line) for line in lines] if self.outer else lines
+        for i in [i for i, body in enumerate(bodies[:count]) if len(body) >= self.width and i + 1 < len(lines)]:
+            text = bodies[i].decode("utf-8", "replace").rstrip("\r")
+            if not continues(text, bodies[i + 1].decode("utf-8", "replace").rstrip("\r"), self.width):
                 continue
             if i > done:
                 self.ready += b"\n".join(lines[done:i]) + b"\n"
+            line = lines[i]
             body = line[:-1] if line.endswith(b"\r") else line
             self.ready += body
             self.joins.append(self.given + len(self.ready))
-            self.removed += len(line) + 1 - len(body)
+            self.removed += len(line) + 1 - len(body) + len(lines[i + 1]) - len(bodies[i + 1])
+            lines[i + 1] = bodies[i + 1]  # the continued segment without its copy of the envelope
             self.breaks += 1
             done = i + 1
         if count > done:
@@ -651,8 +708,8 @@ def laid_out(stream: io.BufferedReader, item: Input) -> tuple[io.BufferedReader,
         layout = Reversed(stream, item)
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
-    width = wrap_width(head)
-    if width is not None:
-        layout = Unwrapped(stream, width)
+    wrap = wrap_layout(head)
+    if wrap is not None:
+        layout = Unwrapped(stream, *wrap)
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
     return stream, layout

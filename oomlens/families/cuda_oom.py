@@ -53,8 +53,8 @@ class Transformer(lark.Transformer):
     # -- the caching allocator ------------------------------------------------------------
 
     def caching(self, items):
-        _ellipsis, detail = items
-        return _merge({"allocator": "caching", "torch_variant": None}, detail)
+        _ellipsis, *detail = items  # the detail is absent when the message was cut after its first sentence
+        return _merge({"allocator": "caching", "torch_variant": None}, detail[0] if detail else None)
 
     def exabyte(self, items):
         return {"torch_variant": "1EB", "requested_min_bytes": ONE_EXABYTE}

@@ -132,6 +132,12 @@ class Transformer(lark.Transformer):
             known.update(item)
         return _died("worker_died", **known)
 
+    def raylet_death_v1(self, items):
+        return _died("worker_died", task_id=str(items[0]))
+
+    def raylet_death_cut(self, items):
+        return _died("worker_died", truncated=True)
+
     def task_id(self, items):
         return {"task_id": str(items[0])}
 

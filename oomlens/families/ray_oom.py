@@ -58,6 +58,22 @@ class Transformer(lark.Transformer):
         m = re.search(r"\btask_name=([^,]+)", spec)
         return {"task_spec_name": m.group(1)} if m else {}
 
+    def kill_2_0(self, items):
+        fact: dict[str, Any] = {"variant": "2.0", "killed_name": None}
+        for item in items:
+            if isinstance(item, dict):
+                fact.update(item)
+        return fact
+
+    def dev_pid(self, items):
+        return {"killed_pid": int(items[0])}
+
+    def dev_task(self, items):
+        return {"killed_task": str(items[0])}
+
+    def dev_note(self, items):
+        return None
+
     def header_task(self, items):
         return {"header": "task"}
 
@@ -267,7 +283,10 @@ class Transformer(lark.Transformer):
         if victim:  # Ray 2.1 names no victim but the worker's id (events.name_workers may find its pid)
             return [{"pid": None, "name": None, "bytes": None, "worker_id": merged.get("worker_id")}] if merged.get("worker_id") else []
         if "killed_name" in merged:
-            return [{"pid": None, "name": merged["killed_name"], "bytes": None}]
+            killed = {"pid": merged.get("killed_pid"), "name": merged["killed_name"], "bytes": None}
+            if "killed_task" in merged:
+                killed["task_id"] = merged["killed_task"]
+            return [killed]
         chosen = [w for w in workers if w["selected"]] if merged.get("considered_list") else workers
         return [{k: w[k] for k in ("pid", "name", "bytes", "worker_id", "actor_id")} for w in chosen]
 

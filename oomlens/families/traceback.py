@@ -46,6 +46,10 @@ class Transformer(lark.Transformer):
             "actor_id": str(actor_id) if actor_id else None,
         }
 
+    def rlinf_task(self, items):
+        actor, method, _rest = items
+        return {"error": None, "actor": str(actor), "method": str(method), "pid": None, "ip": None, "actor_id": None}
+
 
 def _error_class(text: str) -> str:
     """'ray.exceptions.RayTaskError(OutOfMemoryError):' -> 'OutOfMemoryError'."""
