@@ -441,6 +441,15 @@ class Scanner:
         if self._cut_end and end >= self._end:  # a number where the input was cut may have gone on
             texts[-1] = CUT_NUMBER.sub("", texts[-1])
         drafts, _complete = fam.parse(_normalise("\n".join(texts)))
+        while not drafts and not reached:
+            # records glued on one line (a viewer that lost the line breaks): the next start in it
+            m = fam.start.search(head.text, m.start() + 1)
+            if m is None:
+                return None
+            texts[0] = head.text[m.start() :]
+            if len(texts) == 1 and self._cut_end and end >= self._end:
+                texts[0] = CUT_NUMBER.sub("", texts[0])
+            drafts, _complete = fam.parse(_normalise("\n".join(texts)))
         if not drafts:
             return None
         return end, _Block(head, lineno, end_line, "\n".join(raw_texts), start, end), drafts

@@ -209,7 +209,7 @@ class Transformer(lark.Transformer):
         return fact
 
     def more_than(self, items):
-        percent, host, used, total = items
+        percent, host, used, total, _top_count = items
         return {
             "variant": "1.x",
             "node_name": str(host),

@@ -50,6 +50,10 @@ class Transformer(lark.Transformer):
         actor, method, _rest = items
         return {"error": None, "actor": str(actor), "method": str(method), "pid": None, "ip": None, "actor_id": None}
 
+    def vllm_call(self, items):
+        method, _rest = items
+        return {"error": None, "actor": None, "method": str(method), "pid": None, "ip": None, "actor_id": None}
+
 
 def _error_class(text: str) -> str:
     """'ray.exceptions.RayTaskError(OutOfMemoryError):' -> 'OutOfMemoryError'."""
