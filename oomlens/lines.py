@@ -162,6 +162,7 @@ def _load_envelopes() -> tuple[re.Pattern[str], tuple[Envelope, ...]]:
 ANSI, ENVELOPES = _load_envelopes()
 # the envelopes worth trying on a line, by its first character
 _ANY_FIRST = tuple(e for e in ENVELOPES if not e.first)
+_BY_NAME = {e.name: e for e in ENVELOPES}
 _BY_FIRST = {char: tuple(e for e in ENVELOPES if not e.first or char in e.first) for e in ENVELOPES for char in e.first}
 def _json_record(text: str) -> Line | None:
     """Ray's JSON records: events/event_*.log and structured logs (RAY_BACKEND_LOG_JSON=1).
@@ -346,6 +347,7 @@ _STAMP_ANY = b"|".join(re.sub(rb"\((?!\?)", b"(?:", pattern) for pattern in _STA
 _STAMP_IN = fast_regex(_STAMP_ANY)  # across a span: a DFA
 _STAMP_AT = re.compile(_STAMP_ANY)  # within one line, from where a time is known to be: cheaper per call
 _STAMP_READ = {kind.decode(): re.compile(pattern) for kind, pattern in _STAMP_KINDS.items()}
+_UPTIME_IN = re.compile(rb"\[ *(\d+\.\d{6})\] ")  # the kernel's seconds since boot, which orders lines of one second
 
 
 _STAMP_LINES = Prefilter([_STAMP_ANY.decode()], starts=True)
@@ -453,7 +455,7 @@ def wrap_width(head: bytes) -> int | None:
     width, cut, lines = _wrap_evidence(head)
     if len(cut) < WRAPPED_LINES:
         return None
-    shapes = {line.translate(TO_ZERO) for line in cut}
+    shapes = {line.split(b"\n")[0].translate(TO_ZERO) for line in cut}
     many = len(cut) * WRAPPED_SHARE >= lines
     return width if many or (len(shapes) >= 2 and len(cut) * WRAPPED_SHARE * 5 >= lines) else None
 
@@ -465,49 +467,63 @@ def outer_envelope(head: bytes) -> Envelope | None:
     """The envelope put before every physical line after the text was wrapped (a quote, line
     numbers, a collector's stamp): it stands before the wrapped segments as before the first,
     which the program's own header never does. None when no one envelope heads them all."""
-    names: Counter[str] = Counter()
-    lines = 0
-    for raw in head.split(b"\n")[:400]:
-        line = raw.decode("utf-8", "replace").rstrip("\r")
-        if not line.strip():
-            continue
-        lines += 1
+    lines = [raw.decode("utf-8", "replace").rstrip("\r") for raw in head.split(b"\n")[:400]]
+    lines = [line for line in lines if line.strip()]
+    candidates: Counter[str] = Counter()
+    for line in lines:  # the envelopes that head lines, most often first
         for envelope in _BY_FIRST.get(line[:1], _ANY_FIRST):
             m = envelope.pattern.match(line)
             if m and m.end() > 0:
-                names[envelope.name] += envelope.added
+                if envelope.added:
+                    candidates[envelope.name] += 1
                 break
-    if not names:
-        return None
-    name, count = names.most_common(1)[0]
-    if count < OUTER_SHARE * lines:
-        return None
-    return next(e for e in ENVELOPES if e.name == name)
+    for name, _count in candidates.most_common(3):  # one that a wider one shadowed on a few lines still heads them
+        envelope = _BY_NAME[name]
+        heads = sum(1 for line in lines if (m := envelope.pattern.match(line)) and m.end() > 0)
+        if heads >= OUTER_SHARE * len(lines):
+            return envelope
+    return None
 
 
-def without(envelope: Envelope | None, line: bytes) -> bytes:
-    """The line with that envelope taken off its start (as it stood before it was added)."""
-    if envelope is None:
-        return line
-    m = envelope.pattern.match(line.decode("utf-8", "replace"))
-    return line[len(m.group(0).encode("utf-8")) :] if m and m.end() > 0 else line
+def outer_envelopes(head: bytes) -> tuple[Envelope, ...]:
+    """The envelopes added before every line, outermost first (`grep -n` of a collector's
+    output: the line number, then the stamp)."""
+    found: list[Envelope] = []
+    for _ in range(3):
+        envelope = outer_envelope(head)
+        if envelope is None or envelope in found:
+            break
+        found.append(envelope)
+        head = b"\n".join(without((envelope,), line) for line in head.split(b"\n"))
+    return tuple(found)
 
 
-def wrap_layout(head: bytes) -> tuple[int, Envelope | None] | None:
-    """(width, envelope) of a hard wrap: the text as it is, or beneath an envelope added to
+def without(envelopes: tuple[Envelope, ...], line: bytes) -> bytes:
+    """The line with those envelopes taken off its start, outermost first (as it stood before
+    they were added)."""
+    for envelope in envelopes:
+        m = envelope.pattern.match(line.decode("utf-8", "replace"))
+        if m and m.end() > 0:
+            line = line[len(m.group(0).encode("utf-8")) :]
+    return line
+
+
+def wrap_layout(head: bytes) -> tuple[int, tuple[Envelope, ...]] | None:
+    """(width, envelopes) of a hard wrap: the text as it is, or beneath envelopes added to
     every line after the wrap (a quote of a terminal copy, `cat -n` of it)."""
     width = wrap_width(head)
     if width is not None:
-        return width, None
-    outer = outer_envelope(head)
-    if outer is None:
+        return width, ()
+    outer = outer_envelopes(head)
+    if not outer:
         return None
     width = wrap_width(b"\n".join(without(outer, line) for line in head.split(b"\n")))
     return (width, outer) if width is not None else None
 
 
 def _wrap_evidence(head: bytes) -> tuple[int, set[bytes], int]:
-    """(the likeliest wrap width, the different lines cut there and continued, the lines).
+    """(the likeliest wrap width, the different lines cut there and continued (told apart by
+    their continuation too), the lines).
 
     A few lines may stand wider than the wrap (a progress bar's carriage returns, colour
     codes a terminal does not count), so every width held by two lines or more is tried,
@@ -525,8 +541,8 @@ def _wrap_evidence(head: bytes) -> tuple[int, set[bytes], int]:
             break
         spike = counts[width] > SPIKE * max(counts.get(width - k, 0) for k in range(1, 9))
         if counts[width] >= WRAPPED_LINES and spike:
-            cut = {
-                raw[i]
+            cut = {  # segments told apart by what continues them: paths that share a long prefix
+                raw[i] + b"\n" + raw[i + 1][:16]
                 for i in range(len(raw) - 1)
                 if widths[i] == width and continues(raw[i].decode("utf-8", "replace"), raw[i + 1].decode("utf-8", "replace"), width)
             }
@@ -577,7 +593,8 @@ def continues(line: str, following: str, width: int) -> bool:
 
 def newest_first(head: bytes) -> bool:
     """Whether the lines were pasted in reverse order, as log viewers export newest first:
-    their times run backwards, and a traceback's header stands after its frames."""
+    their times (or the kernel's uptimes) run backwards, and a traceback's header or its
+    frames' headers stand after what they head."""
     backward = forward = 0
     last = None
     for m in itertools.islice(_STAMP_IN.finditer(head), ORDER_STAMPS):
@@ -587,6 +604,13 @@ def newest_first(head: bytes) -> bool:
             backward += key < last
             forward += key > last
         last = key
+    last_up = None
+    for m in itertools.islice(_UPTIME_IN.finditer(head), ORDER_STAMPS):
+        up = float(m.group(1))
+        if last_up is not None and up != last_up:
+            backward += up < last_up
+            forward += up > last_up
+        last_up = up
     if _TRACEBACK.encode() in head:
         lines = _head_lines(head)
         for i, line in enumerate(lines[1:-1], 1):
@@ -594,7 +618,34 @@ def newest_first(head: bytes) -> bool:
                 before, after = (peel(lines[j]).text.lstrip().startswith('File "') for j in (i - 1, i + 1))
                 backward += TRACEBACK_VOTES * (before and not after)
                 forward += TRACEBACK_VOTES * (after and not before)
+    if b'File "' in head:
+        ahead, behind = _frame_runs(_head_lines(head))
+        forward += TRACEBACK_VOTES * ahead
+        backward += TRACEBACK_VOTES * behind
     return backward >= TRACEBACK_VOTES and backward > 3 * forward
+
+
+def _frame_runs(lines: list[str]) -> tuple[int, int]:
+    """(runs read forward, runs read backward) of a traceback's frames: a frame's `File "..."`
+    line comes before its code, so a run of frames begins with one and ends with code as
+    written, and the other way round when the lines were turned. A run whose two ends do not
+    agree (a paste that begins inside a frame's code) says nothing."""
+    ahead = behind = 0
+    run: list[str] = []  # "F" a frame's header, "C" code or carets beneath one
+    for line in [*lines, ""]:
+        text = peel(line).text if line.strip() else ""
+        stripped = text.lstrip()
+        if stripped.startswith('File "') and ", line " in stripped:
+            run.append("F")
+            continue
+        if text[:1].isspace() and stripped:
+            run.append("C")
+            continue
+        if run.count("F") >= 2:
+            ahead += run[0] == "F" and run[-1] == "C"
+            behind += run[0] == "C" and run[-1] == "F"
+        run = []
+    return ahead, behind
 
 
 LAYOUT_HEAD = 64 << 10  # bytes of a stream's head its layout is learned from: a paste, or hundreds of lines
@@ -607,10 +658,16 @@ class Layout(Wrapping):
 
     removed = 0  # bytes of the input the layout left out (line breaks a wrap added), or added
     breaks = 0  # line breaks of the input it left out
+    under: Layout | None = None  # the layout this one reads through (a wrapped paste wrapped again)
 
     def lines_of(self, first: int, start: int, last: int, stop: int) -> tuple[int, int]:
         """The input's own line numbers of the lines first..last read at offsets start..stop."""
         return first, last
+
+    def totals(self) -> tuple[int, int]:
+        """(bytes, line breaks) of the input left out by this layout and the ones beneath it."""
+        below = self.under.totals() if self.under is not None else (0, 0)
+        return self.removed + below[0], self.breaks + below[1]
 
 
 class Unwrapped(Layout):
@@ -619,7 +676,7 @@ class Unwrapped(Layout):
     before every line after the wrap (`outer`), the widths are those of the lines beneath it,
     and a continued segment loses its copy of it as it joins the line it belongs to."""
 
-    def __init__(self, inner: BinaryIO, width: int, outer: Envelope | None = None) -> None:
+    def __init__(self, inner: BinaryIO, width: int, outer: tuple[Envelope, ...] = ()) -> None:
         self.inner, self.width, self.outer = inner, width, outer
         self.pending: bytes | None = b""  # read, not decided: the last whole line and what follows it (None: all out)
         self.ready = bytearray()
@@ -664,12 +721,13 @@ class Unwrapped(Layout):
             done = i + 1
         if count > done:
             self.ready += b"\n".join(lines[done:count]) + (b"" if final else b"\n")
+        if not final:  # a continued segment that waits lost its envelope above: it waits so
+            self.pending = b"\n".join(lines[-2:])
 
     def lines_of(self, first: int, start: int, last: int, stop: int) -> tuple[int, int]:
         first += bisect.bisect_right(self.joins, start)
         last += bisect.bisect_right(self.joins, max(start, stop - 1))
-        inner = self.inner
-        return inner.lines_of(first, -1, last, -1) if isinstance(inner, Layout) else (first, last)
+        return self.under.lines_of(first, -1, last, -1) if self.under is not None else (first, last)
 
 
 class Reversed(Layout):
@@ -708,8 +766,11 @@ def laid_out(stream: io.BufferedReader, item: Input) -> tuple[io.BufferedReader,
         layout = Reversed(stream, item)
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
-    wrap = wrap_layout(head)
-    if wrap is not None:
-        layout = Unwrapped(stream, *wrap)
+    for _ in range(2):  # a text wrapped twice: a wrapped paste copied again from a narrower terminal
+        wrap = wrap_layout(head)
+        if wrap is None:
+            break
+        layout, layout.under = Unwrapped(stream, *wrap), layout
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
+        head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
     return stream, layout

@@ -51,7 +51,8 @@ def _read(item: Input, events: list[Event | Clue]) -> None:
     finally:
         item.bytes, item.lines = scanner.bytes_read, scanner.lines_read
         if layout is not None:
-            item.bytes, item.lines = item.bytes + layout.removed, item.lines + layout.breaks
+            removed, breaks = layout.totals()
+            item.bytes, item.lines = item.bytes + removed, item.lines + breaks
         item.problems.extend(scanner.problems)
         if item.path != "-":
             stream.close()

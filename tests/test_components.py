@@ -55,3 +55,46 @@ def test_global_rank_of_the_envelope_and_rank_within_the_group():
     )
     events = parse_text(text)
     assert [(e.rank, e.fields["group_rank"]) for e in events] == [(3, 1), (1, 1)]  # two ranks, not one folded
+
+
+@pytest.mark.parametrize(
+    "name,component",
+    [
+        ("MegatronPolicyWorker", "actor_train"),  # NeMo-RL
+        ("DTensorPolicyWorkerV2.get_logprobs", "actor_train"),
+        ("FSDPPolicyWorkerBase.init_model", "actor_train"),  # SkyRL
+        ("MegatronTrainRayActor.train", "actor_train"),  # slime
+        ("ActorWorker(actor_train-0)", "actor_train"),  # ROLL names the cluster in the actor
+        ("ActorWorker(reference-0)", "ref_model"),
+        ("ActorWorker(actor_infer-3)", "rollout"),
+        ("CriticWorker(critic-1)", "critic"),
+        ("MultiStepRolloutWorker.sync_model_from_actor", "update_weight"),  # RLinf's weight sync first
+        ("MegatronActor.sync_model_to_rollout", "update_weight"),
+        ("MultiStepRolloutWorker", "rollout"),
+        ("SGLangEngine", "rollout"),
+        ("RayWorkerVllm", "rollout"),
+        ("AsyncLLM", "rollout"),
+        ("vLLM", "rollout"),  # the writer of a bare vLLM log line
+        ("/usr/lib/python3.12/site-packages/sglang/srt/mem_cache/memory_pool.py:_create_buffers torch.zeros(", "rollout"),
+        ("WorkerDict", None),  # veRL's colocated worker without its method: any role
+    ],
+)
+def test_names_of_every_framework(name, component):
+    assert component_of(name) == component
+
+
+def test_an_optimizer_frame_names_training_only_when_nothing_else_does(tmp_path):
+    """torch.optim runs under every training step: it says 'training' when no frame names
+    the role, and gives way to a critic's own frame above it."""
+    frames = (
+        '  File "/envs/torch/lib/python3.10/site-packages/torch/optim/optimizer.py", line 487, in wrapper\n'
+        "    out = func(*args, **kwargs)\n"
+        '  File "/envs/torch/lib/python3.10/site-packages/torch/optim/adamw.py", line 220, in step\n'
+        "    adamw(\n"
+    )
+    assert verdict_of(f"Traceback (most recent call last):\n{frames}{OOM}\n", tmp_path) == "actor_train"
+    critic = (
+        '  File "/verl/verl/workers/fsdp_workers.py", line 1321, in update_critic\n'
+        "    metrics = self.critic.update_critic(data=data)\n"
+    )
+    assert verdict_of(f"Traceback (most recent call last):\n{critic}{frames}{OOM}\n", tmp_path) == "critic"

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REAL
 from oomlens import analyze
-from oomlens.lines import newest_first, wrap_width
+from oomlens.lines import newest_first, wrap_layout, wrap_width
 from oomlens.pipeline import read_input
 from oomlens.sources import Input
 
@@ -48,6 +48,23 @@ def test_a_wrap_that_splits_numbers_is_undone(width):
 def test_the_width_is_learned_from_the_text(width):
     assert wrap_width(wrapped(WATCHDOG, width).encode()) == width
     assert wrap_width(WATCHDOG.encode()) is None  # lines of one width, each a record of its own
+
+
+@pytest.mark.parametrize("envelope", ["> ", "| ", "[2026-03-12 11:17:34] ", "{n}:", "  {n}\t"])
+@pytest.mark.parametrize("width", [80, 116, 140])
+def test_a_wrap_beneath_an_envelope_added_after_it_is_undone(width, envelope):
+    """A terminal copy quoted, numbered or collected afterwards: every segment carries the
+    envelope, the first as the rest, so the wrap is found in the lines beneath it."""
+    lines = wrapped(WATCHDOG, width).split("\n")
+    text = "\n".join(envelope.format(n=n) + line for n, line in enumerate(lines, 1))
+    assert wrap_layout(text.encode())[0] == width
+    events = found(text)
+    assert [(e.fields["seq"], e.fields["timeout_ms"], e.rank) for e in events] == [(int(f"38{r}6"), 600000, r) for r in range(6)]
+
+
+def test_a_program_header_on_every_line_is_no_envelope_added_after_a_wrap():
+    """c10's own header heads every line of an unwrapped log of one width: no wrap there."""
+    assert wrap_layout(WATCHDOG.encode()) is None
 
 
 def test_copies_of_the_widest_line_are_no_wrap():
