@@ -202,7 +202,12 @@ def _names_method_of(task: dict, event: Event) -> bool:
     death's header (the caller that saw it) never changes the dead actor's class."""
     if event.method is not None:
         return False
+    if event.kind == "ray_worker_died" and task.get("error") in CALLER_ERRORS:
+        return False  # the header of a RayTaskError(ActorDiedError) is the caller's task, not the dead actor's
     return event.kind != "ray_oom_kill" or event.pid is None or task.get("pid") in (None, event.pid)
+
+
+CALLER_ERRORS = ("ActorDiedError", "RayActorError")
 
 
 # -- incidents -------------------------------------------------------------------------------

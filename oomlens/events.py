@@ -251,6 +251,30 @@ def fold(events: list[Event]) -> list[Event]:
             result.append(event)
         else:
             _absorb(home, event)
+    return _fold_wrapped(result)
+
+
+WRAPPED = "wrapped"  # the reason of a death told only by the header of a caller's RayTaskError
+
+
+def _fold_wrapped(events: list[Event]) -> list[Event]:
+    """A RayTaskError(ActorDiedError) header only says that an actor died: the death's own
+    report in the same file (the ActorDiedError below it, the raylet's line) tells which, and
+    takes the header as one more source. A header alone stays the evidence there is."""
+    told: dict[str, Event] = {}
+    for event in events:
+        if event.kind == "ray_worker_died" and event.fields.get("reason") != WRAPPED:
+            told.setdefault(event.source.path, event)
+    result = []
+    for event in events:
+        wrapped = event.kind == "ray_worker_died" and event.fields.get("reason") == WRAPPED
+        home = told.get(event.source.path) if wrapped else None
+        if home is None:
+            result.append(event)
+            if wrapped:  # the callers' headers of one file, each a view of the same death
+                told[event.source.path] = event
+        else:
+            home.sources.extend(src for src in event.sources if src not in home.sources)
     return result
 
 

@@ -442,7 +442,7 @@ def _head_lines(head: bytes) -> list[str]:
     return [line.rstrip("\r") for line in head[:cut].decode("utf-8", "replace").split("\n")]
 
 
-def wrap_width(head: bytes) -> int | None:
+def wrap_width(head: bytes, varied: bool = False) -> int | None:
     """The width a terminal or viewer hard-wrapped these lines at, if it did.
 
     Wrapped text has (almost) no line wider than the wrap, and every logical line longer
@@ -456,7 +456,7 @@ def wrap_width(head: bytes) -> int | None:
     if len(cut) < WRAPPED_LINES:
         return None
     shapes = {line.split(b"\n")[0].translate(TO_ZERO) for line in cut}
-    many = len(cut) * WRAPPED_SHARE >= lines
+    many = len(cut) * WRAPPED_SHARE >= lines and not (varied and len(shapes) < 2)
     return width if many or (len(shapes) >= 2 and len(cut) * WRAPPED_SHARE * 5 >= lines) else None
 
 
@@ -508,16 +508,18 @@ def without(envelopes: tuple[Envelope, ...], line: bytes) -> bytes:
     return line
 
 
-def wrap_layout(head: bytes) -> tuple[int, tuple[Envelope, ...]] | None:
+def wrap_layout(head: bytes, again: bool = False) -> tuple[int, tuple[Envelope, ...]] | None:
     """(width, envelopes) of a hard wrap: the text as it is, or beneath envelopes added to
-    every line after the wrap (a quote of a terminal copy, `cat -n` of it)."""
-    width = wrap_width(head)
+    every line after the wrap (a quote of a terminal copy, `cat -n` of it). `again`: the
+    text was unwrapped once already; a second wrap needs lines of different shapes cut, as
+    lines a first join made of one fixed format are all one width."""
+    width = wrap_width(head, varied=again)
     if width is not None:
         return width, ()
     outer = outer_envelopes(head)
     if not outer:
         return None
-    width = wrap_width(b"\n".join(without(outer, line) for line in head.split(b"\n")))
+    width = wrap_width(b"\n".join(without(outer, line) for line in head.split(b"\n")), varied=again)
     return (width, outer) if width is not None else None
 
 
@@ -625,26 +627,29 @@ def newest_first(head: bytes) -> bool:
     return backward >= TRACEBACK_VOTES and backward > 3 * forward
 
 
+_EXCEPTION_LINE = re.compile(r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?:\([\w.]*\))?:")
+
+
 def _frame_runs(lines: list[str]) -> tuple[int, int]:
-    """(runs read forward, runs read backward) of a traceback's frames: a frame's `File "..."`
-    line comes before its code, so a run of frames begins with one and ends with code as
-    written, and the other way round when the lines were turned. A run whose two ends do not
-    agree (a paste that begins inside a frame's code) says nothing."""
-    ahead = behind = 0
-    run: list[str] = []  # "F" a frame's header, "C" code or carets beneath one
-    for line in [*lines, ""]:
+    """(tracebacks read forward, tracebacks read backward), told where the frames meet their
+    exception: as written, the last frame's `File "..."` line, its code and then the
+    exception; turned round, the exception, the code and then the `File` line. Only that
+    meeting is read: a wrap or a cut breaks a run of frames anywhere else."""
+    kinds = []
+    for line in lines:
         text = peel(line).text if line.strip() else ""
         stripped = text.lstrip()
         if stripped.startswith('File "') and ", line " in stripped:
-            run.append("F")
-            continue
-        if text[:1].isspace() and stripped:
-            run.append("C")
-            continue
-        if run.count("F") >= 2:
-            ahead += run[0] == "F" and run[-1] == "C"
-            behind += run[0] == "C" and run[-1] == "F"
-        run = []
+            kinds.append("F")
+        elif text[:1].isspace() and stripped:
+            kinds.append("C")
+        elif _EXCEPTION_LINE.match(text):
+            kinds.append("E")
+        else:
+            kinds.append("O")
+    order = "".join(kinds)
+    ahead = len(re.findall(r"(?=FCC?E)", order))
+    behind = len(re.findall(r"(?=EC?CF)", order))
     return ahead, behind
 
 
@@ -766,8 +771,8 @@ def laid_out(stream: io.BufferedReader, item: Input) -> tuple[io.BufferedReader,
         layout = Reversed(stream, item)
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
-    for _ in range(2):  # a text wrapped twice: a wrapped paste copied again from a narrower terminal
-        wrap = wrap_layout(head)
+    for again in (False, True):  # a text wrapped twice: a wrapped paste copied again from a narrower terminal
+        wrap = wrap_layout(head, again)
         if wrap is None:
             break
         layout, layout.under = Unwrapped(stream, *wrap), layout

@@ -227,3 +227,32 @@ def test_a_death_told_before_the_report_that_names_its_exit_type_still_folds():
     )
     (event,) = parse_text(warning + actor_error + gcs)
     assert (event.pid, event.fields["exit_type"], event.actor) == (12554, "SYSTEM_ERROR_EXIT", "CriticModelRayActor")
+
+
+HEADER = (
+    "ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunner.run() (pid=18948, ip=10.164.37.106, actor_id=2dbc, repr=<x>)\n"
+    '  File "rl-factory/verl/trainer/ppo/ray_trainer.py", line 952, in fit\n'
+    "    gen_batch_output = self.actor_rollout_wg.generate_sequences_loop(gen_batch)\n"
+)
+SECTION = (
+    "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+    "\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict\n"
+    "\tpid: 20174\n"
+    "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file.\n"
+)
+
+
+@pytest.mark.parametrize(
+    "text,pid,sources",
+    [
+        (HEADER + SECTION, 20174, 2),  # the header is one more source of the death told below it
+        (HEADER, None, 1),  # the header alone: an actor died, which one is not said
+        (HEADER + "ray.exceptions.RayTaskError(ActorDiedEr", None, 2),  # and its name cut where a paste ended
+    ],
+)
+def test_a_caller_header_wrapping_a_death(text, pid, sources, tmp_path):
+    path = tmp_path / "paste.log"
+    path.write_text(text)
+    deaths = of_kind(analyze(str(path), jobs=1).events, "ray_worker_died")
+    assert [(d.pid, len(d.sources)) for d in deaths] == [(pid, sources)]
+    assert deaths[0].actor != "TaskRunner"  # the header's process is the caller, not the dead actor

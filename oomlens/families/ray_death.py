@@ -191,6 +191,11 @@ class Transformer(lark.Transformer):
         actor, method = task.pop("actor"), task.pop("method")
         return _died("worker_crashed", actor=actor, method=method, **task)
 
+    def wrapped_death(self, items):
+        name, _rest = items
+        whole = str(name).endswith(("ActorDiedError)", "RayActorError)"))
+        return _died("wrapped", **({} if whole else {"truncated": True}))
+
     def crashed(self, items):
         return _died("worker_crashed")
 
