@@ -163,6 +163,7 @@ ANSI, ENVELOPES = _load_envelopes()
 # the envelopes worth trying on a line, by its first character
 _ANY_FIRST = tuple(e for e in ENVELOPES if not e.first)
 _BY_NAME = {e.name: e for e in ENVELOPES}
+_STREAMS = tuple(e for e in ENVELOPES if e.stream)
 _BY_FIRST = {char: tuple(e for e in ENVELOPES if not e.first or char in e.first) for e in ENVELOPES for char in e.first}
 def _json_record(text: str) -> Line | None:
     """Ray's JSON records: events/event_*.log and structured logs (RAY_BACKEND_LOG_JSON=1).
@@ -209,7 +210,17 @@ def peel(raw: str) -> Line:
                 text = text[m.end() :]
                 break
         else:
-            break
+            if text[:2] != " (":
+                break
+            # Ray's prefix behind a blank: the ESC of its colour code, shown by a viewer as a space
+            for envelope in _STREAMS:
+                m = envelope.pattern.match(text, 1)
+                if m:
+                    _apply(envelope, line, m)
+                    text = text[m.end() :]
+                    break
+            else:
+                break
     line.text = text
     return line
 
@@ -648,8 +659,8 @@ def _frame_runs(lines: list[str]) -> tuple[int, int]:
         else:
             kinds.append("O")
     order = "".join(kinds)
-    ahead = len(re.findall(r"(?=FCC?E)", order))
-    behind = len(re.findall(r"(?=EC?CF)", order))
+    ahead = len(re.findall(r"(?=FC{1,6}E)", order))  # code, and Python 3.11+ carets beneath it
+    behind = len(re.findall(r"(?=EC{1,6}F)", order))
     return ahead, behind
 
 
