@@ -519,6 +519,26 @@ def without(envelopes: tuple[Envelope, ...], line: bytes) -> bytes:
     return line
 
 
+def added_heads(line: str) -> list[int]:
+    """Where each envelope added to every line after it was written (a quote, a line number,
+    a collector's stamp) ends at the start of a line, outermost first: what a wrapped segment
+    carries again when they were put there after the wrap."""
+    ends: list[int] = []
+    at = 0
+    for _ in range(3):
+        for envelope in _BY_FIRST.get(line[at : at + 1], _ANY_FIRST):
+            m = envelope.pattern.match(line, at)
+            if m and m.end() > at:
+                if not envelope.added:
+                    return ends
+                at = m.end()
+                ends.append(at)
+                break
+        else:
+            return ends
+    return ends
+
+
 def wrap_layout(head: bytes, again: bool = False) -> tuple[int, tuple[Envelope, ...]] | None:
     """(width, envelopes) of a hard wrap: the text as it is, or beneath envelopes added to
     every line after the wrap (a quote of a terminal copy, `cat -n` of it). `again`: the

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from .events import CLUE_KINDS, TO_ZERO, Clue, Event, Source
 from .grammars import CUT_NUMBER, MAX_SHAPES, Family, families
-from .lines import WRAP_MIN, Layout, Line, Prefilter, Stamp, fast_regex, last_stamp, peel, stampless_until, starts_record
+from .lines import WRAP_MIN, Layout, Line, Prefilter, Stamp, added_heads, fast_regex, last_stamp, peel, stampless_until, starts_record
 
 try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
     from stringzilla import count as _count
@@ -621,14 +621,23 @@ def _logical_line(data: bytes, pos: int, stop: int, unwrap: bool) -> tuple[str, 
     if end - pos > MAX_LINE:
         end = pos + MAX_LINE
     raw = data[pos:end].decode("utf-8", "replace")
-    width = len(raw.rstrip("\r\n"))
-    n = 1
     joined = raw.rstrip("\r\n")
+    heads = added_heads(joined) if unwrap else []  # a quote or a line number put before every segment after the wrap
+    width = len(joined) - (heads[-1] if heads else 0)
+    n = 1
     segment = joined
     while unwrap and width >= WRAP_MIN and not segment.endswith("  ") and end < stop and n < 50:
         nend = data.find(b"\n", end, stop)
         nend = stop if nend < 0 else nend + 1
         nxt = data[end:nend].decode("utf-8", "replace").rstrip("\r\n")
+        cuts = added_heads(nxt) if heads else []
+        if cuts:  # the segment carries the envelopes added after the wrap, not those written before it
+            depth = min(len(cuts), len(heads))
+            if n == 1:
+                width = len(joined) - heads[depth - 1]
+            nxt = nxt[cuts[depth - 1] :]
+        elif n == 1:  # the envelopes were there before the wrap: the whole line was cut
+            width = len(joined)
         if len(nxt) > width or not nxt.strip() or starts_record(nxt):
             break
         joined += nxt
