@@ -36,12 +36,12 @@ REPEATED = re.compile(
     r"(?: \(Ray deduplicates logs by default\..*?more options\.\))?\s*$"
 )
 MAGIC = re.compile(r"^:(info_message|actor_name|task_name|job_id|event_summary):")
-_ASCTIME = re.compile(r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[ T](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:,(?P<frac>\d{3}))?")
 
 
 class Stamp(NamedTuple):
-    """A wall-clock time as printed; `year` is None for vLLM and c10 headers. A named tuple:
-    made for every time a hit borrows, three times as fast as a frozen dataclass."""
+    """A wall-clock time as printed; `year` is None for vLLM and c10 headers, `zone` (minutes
+    east of UTC) None unless the line says it. A named tuple: made for every time a hit
+    borrows, three times as fast as a frozen dataclass."""
 
     year: int | None
     month: int
@@ -50,6 +50,7 @@ class Stamp(NamedTuple):
     minute: int
     second: int
     millis: int | None = None
+    zone: int | None = None
 
     def iso(self, year: int | None = None) -> str | None:
         """ISO text, borrowing `year` when the log did not print one."""
@@ -93,13 +94,63 @@ class Envelope:
     added: bool = False  # put before every line by a person, viewer or collector, not the program
 
 
-def _stamp_of_groups(g: dict[str, str | None]) -> Stamp | None:
+def _zone(text: str | None) -> int | None:
+    """Minutes east of UTC of a printed offset: Z, +08:00, +0800, -05."""
+    if not text:
+        return None
+    if text == "Z":
+        return 0
+    digits = text[1:].replace(":", "")
+    minutes = int(digits[:2]) * 60 + int(digits[2:4] or 0)
+    return -minutes if text[0] == "-" else minutes
+
+
+def stamp_of_groups(g: dict[str, str | None], utc: bool = False) -> Stamp | None:
+    """The Stamp a time layout's named groups (data/times.toml) spell, or None if they hold none."""
+    if g.get("epoch"):
+        seconds = int(g["epoch"])
+        millis = None
+        if len(g["epoch"]) > 10:
+            seconds, millis = divmod(seconds, 1000)
+        t = datetime.fromtimestamp(seconds, tz=timezone.utc)
+        return Stamp(t.year, t.month, t.day, t.hour, t.minute, t.second, millis, 0)
     if g.get("h") is None:
         return None
-    month = MONTHS.get(g["mon"] or "") if "mon" in g else None
-    month = month or int(g["mo"])
+    month = MONTHS.get(g.get("mon") or "") or int(g["mo"])
     year = int(g["y"]) if g.get("y") else None
-    return Stamp(year, month, int(g["d"]), int(g["h"]), int(g["mi"]), int(g["s"]), _ms(g.get("frac")))
+    zone = _zone(g.get("zone")) if g.get("zone") else (0 if utc else None)
+    return Stamp(year, month, int(g["d"]), int(g["h"]), int(g["mi"]), int(g["s"]), _ms(g.get("frac")), zone)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeLayout:
+    """One layout of `data/times.toml`."""
+
+    name: str
+    pattern: str
+    anywhere: bool  # looked for anywhere in a raw line
+    utc: bool  # its times are UTC though it prints no zone
+    samples: tuple[dict, ...]
+
+
+def _load_times() -> tuple[TimeLayout, ...]:
+    from .data import load
+
+    return tuple(
+        TimeLayout(t["name"], t["pattern"], t.get("anywhere", False), t.get("zone") == "utc", tuple(t.get("sample", ())))
+        for t in load("times.toml")["layout"]
+    )
+
+
+TIMES = _load_times()
+_TIME_BY_NAME = {t.name: t for t in TIMES}
+_TIME_REF = re.compile(r"\{time:(\w+)\}")
+_ASCTIME = re.compile(_TIME_BY_NAME["iso"].pattern)  # Ray's structured logs' "asctime"
+
+
+def _with_times(pattern: str) -> str:
+    """An envelope's pattern with each {time:NAME} written out as that layout's pattern."""
+    return _TIME_REF.sub(lambda m: _TIME_BY_NAME[m.group(1)].pattern, pattern)
 
 
 def _take_stamp(line: Line, stamp: Stamp) -> None:
@@ -118,7 +169,7 @@ def _apply(envelope: Envelope, line: Line, m: re.Match) -> None:
     g = m.groupdict()
     if not g and envelope.writer is None:
         return
-    stamp = _stamp_of_groups(g)
+    stamp = stamp_of_groups(g)
     if stamp is not None:
         _take_stamp(line, stamp)
     if g.get("uptime"):
@@ -149,7 +200,7 @@ def _load_envelopes() -> tuple[re.Pattern[str], tuple[Envelope, ...]]:
     debris = re.compile("|".join(d["pattern"] for d in table["debris"]))
     envelopes = tuple(
         Envelope(
-            e["name"], e["first"], re.compile(e["pattern"]), e.get("stream", False), e.get("record", True),
+            e["name"], e["first"], re.compile(_with_times(e["pattern"])), e.get("stream", False), e.get("record", True),
             tuple(e.get("sample", ())), e.get("writer"), e.get("added", False),
         )
         for e in table["envelope"]
@@ -177,13 +228,14 @@ def _json_record(text: str) -> Line | None:
         return None
     line = Line(record["message"].replace("\\n", "\n").replace("\\t", "\t"))
     epoch = record.get("timestamp")
-    if isinstance(epoch, (int, float)):
-        t = datetime.fromtimestamp(epoch / 1000 if epoch > 1e11 else epoch, tz=timezone.utc)
-        line.stamp = Stamp(t.year, t.month, t.day, t.hour, t.minute, t.second)
+    if isinstance(epoch, (int, float)) and not isinstance(epoch, bool):
+        # seconds (a float carries milliseconds) or milliseconds, as stamp_of_groups reads them
+        whole = isinstance(epoch, int) or epoch >= 1e11
+        line.stamp = stamp_of_groups({"epoch": str(int(epoch if whole else epoch * 1000))})
     elif isinstance(record.get("asctime"), str):
         m = _ASCTIME.match(record["asctime"])
         if m:
-            line.stamp = _stamp_of_groups(m.groupdict())
+            line.stamp = stamp_of_groups(m.groupdict())
     pid = record.get("pid") or record.get("source_pid")
     if isinstance(pid, (int, str)) and str(pid).isdigit():
         line.pid = int(pid)
@@ -345,19 +397,14 @@ def _line_around(data: bytes, at: int, pos: int, end: int) -> tuple[int, int]:
     return max(pos, data.rfind(b"\n", pos, at) + 1), data.find(b"\n", at, end) + 1 or end
 
 
-# A wall-clock time wherever it stands in a raw line, by kind; the alternation finds one
-# (RE2, no captures: they cost more than the search), the kind's own regex reads it.
-_STAMP_KINDS = {
-    b"full": rb"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{3}))?",
-    b"vllm": rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)",
-    b"c10": rb"\[[A-Z](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)",
-    b"wall": rb"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d+) (\d\d):(\d\d):(\d\d) (\d{4})\]",
-    b"syslog": rb"(?m:^)(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d+) (\d\d):(\d\d):(\d\d) \S+ kernel:",
-}
-_STAMP_ANY = b"|".join(re.sub(rb"\((?!\?)", b"(?:", pattern) for pattern in _STAMP_KINDS.values())
+# A wall-clock time wherever it stands in a raw line: the layouts of data/times.toml that
+# say `anywhere`. Their alternation finds one (RE2, no captures: they cost more than the
+# search); the layouts' own regexes read it.
+_ANYWHERE = tuple(t for t in TIMES if t.anywhere)
+_STAMP_ANY = "|".join(re.sub(r"\(\?P<\w+>", "(?:", t.pattern) for t in _ANYWHERE).encode()
 _STAMP_IN = fast_regex(_STAMP_ANY)  # across a span: a DFA
 _STAMP_AT = re.compile(_STAMP_ANY)  # within one line, from where a time is known to be: cheaper per call
-_STAMP_READ = {kind.decode(): re.compile(pattern) for kind, pattern in _STAMP_KINDS.items()}
+_STAMP_READ = tuple((re.compile(t.pattern.encode()), t.utc) for t in _ANYWHERE)
 _UPTIME_IN = re.compile(rb"\[ *(\d+\.\d{6})\] ")  # the kernel's seconds since boot, which orders lines of one second
 
 
@@ -401,16 +448,6 @@ def stampless_until(data: bytes, lo: int, hi: int) -> int:
     return hi if m is None else m.start()
 
 
-def _stamp_kind(text: bytes) -> str:
-    """Which kind of stamp a match is, from its first bytes (cheaper than RE2's lastgroup)."""
-    first = text[:1]
-    if first.isdigit():
-        return "full"
-    if first == b"[":
-        return "c10" if text[2:3].isdigit() else "wall"
-    return "vllm" if text.split(b" ", 1)[0] in (b"DEBUG", b"INFO", b"WARNING", b"ERROR", b"CRITICAL") else "syslog"
-
-
 def stamp_of_match(m) -> Stamp:  # noqa: ANN001 - a match of _STAMP_IN or _STAMP_AT
     return _stamp_of(bytes(m.group(0)))
 
@@ -418,21 +455,11 @@ def stamp_of_match(m) -> Stamp:  # noqa: ANN001 - a match of _STAMP_IN or _STAMP
 @functools.lru_cache(maxsize=4096)
 def _stamp_of(text: bytes) -> Stamp:
     """Read once per distinct time (a Stamp is immutable): a burst of hits shares its stamps."""
-    kind = _stamp_kind(text)
-    g = _STAMP_READ[kind].match(text).groups()  # int() reads ASCII digits from bytes as they are
-    if kind == "full":
-        y, mo, d, h, mi, s = map(int, g[0:6])
-        return Stamp(y, mo, d, h, mi, s, _ms(g[6] and g[6].decode()))
-    if kind == "vllm":
-        return Stamp(None, *map(int, g))
-    if kind == "c10":
-        mo, d, h, mi, s = map(int, g[0:5])
-        return Stamp(None, mo, d, h, mi, s, _ms(g[5].decode()))
-    if kind == "wall":
-        d, h, mi, s, y = map(int, g[1:6])
-        return Stamp(y, MONTHS[g[0].decode()], d, h, mi, s)
-    d, h, mi, s = map(int, g[1:5])
-    return Stamp(None, MONTHS[g[0].decode()], d, h, mi, s)
+    for regex, utc in _STAMP_READ:
+        m = regex.fullmatch(text)
+        if m is not None:
+            return stamp_of_groups({k: v.decode() for k, v in m.groupdict().items() if v is not None}, utc)
+    raise ValueError(f"no time layout reads {text!r}")  # the alternation matched it: one of them does
 
 
 # -- the layout of a paste: hard wraps and reversed order, learned from its head ------------

@@ -44,6 +44,7 @@ def test_envelope_sample(name, sample):
         assert line.actor == sample["name"], name
     if "stamp" in sample:
         assert shown(line.stamp) == sample["stamp"], name
+        assert line.stamp.zone == sample.get("zone"), f"{name}: zone"
 
 
 @pytest.mark.parametrize("name,sample", DEBRIS, ids=[f"{n}:{s['line'][:30]}" for n, s in DEBRIS])
