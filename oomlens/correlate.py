@@ -86,20 +86,17 @@ def seconds(event: Event | Clue) -> float | None:
 
 
 def one_clock(events: list[Event]) -> list[Event]:
-    """Give year-less times the run's year, then order events by time (file order for ties).
+    """Events in time order (clock.settle has put them on one clock), file order for ties.
 
-    An event with no time at all keeps its place after the last timed event of its file."""
-    years = [int(e.time[:4]) for e in events if e.time]
-    year = max(set(years), key=years.count) if years else None
-    run_year = f"{year}-"  # the clock time is exact; only the year is borrowed
+    An event with no time at all keeps its place after the last timed event of its file;
+    one with only a latest time (no stamp before it in its file) sorts just before that."""
     last_in_file: dict[str, float] = {}
     times = []
     for event in events:
-        if event.time is None and year and (local := event.fields.get("local_time")):
-            event.time = run_year + local
-            event.fields["year_inferred"] = True
         if event.time:
             t = last_in_file[event.source.path] = epoch(event.time)
+        elif event.time_latest:
+            t = epoch(event.time_latest)
         else:
             t = last_in_file.get(event.source.path, float("-inf"))
         times.append(t)

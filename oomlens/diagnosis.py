@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import collector
+from .clock import ClockNote, settle
 from .correlate import Incident, component_of, correlate
 from .events import COMPONENTS, KINDS, Clue, Event
 from .remedies import detect_framework, detect_versions, evidence_text, remedies_for
@@ -36,6 +37,7 @@ class Diagnosis:
     versions: dict[str, str] = field(default_factory=dict)  # software -> version seen in its wording
     remedies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by incident id
     clues: list[Clue] = field(default_factory=list)  # context for the correlator, not in the contract
+    clocks: list[ClockNote] = field(default_factory=list)  # the clocks corrected to put events on one
 
     @property
     def problems(self) -> list[str]:
@@ -75,6 +77,7 @@ class Diagnosis:
             "events": events,
             "incidents": [self.incident_dict(i) for i in self.incidents],
             "verdict": self.verdict,
+            "clocks": [note.to_dict() for note in self.clocks],
         }
 
     def write_json(self, stream: BinaryIO) -> None:
@@ -114,6 +117,7 @@ class Diagnosis:
             incident_id, place = role.get(id(event), (None, None))
             values = {
                 "id": event.id, "kind": event.kind, "time": event.time, "time_inferred": event.time_inferred,
+                "time_latest": event.time_latest,
                 "node": event.node, "pid": event.pid, "actor": event.actor, "method": event.method,
                 "rank": event.rank, "gpu": event.gpu, "component": event.component, "memory": event.memory,
                 "incident": incident_id, "incident_role": place,
@@ -154,6 +158,7 @@ FRAME_COLUMNS: dict[str, str] = {
     "kind": "category",
     "time": "datetime64[ns]",
     "time_inferred": "bool",
+    "time_latest": "datetime64[ns]",
     "node": "string",
     "pid": "Int64",
     "actor": "string",
@@ -200,12 +205,15 @@ def fingerprint(incident: Incident, framework: str | None) -> str:
 def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue]) -> Diagnosis:
     """Correlate the events, choose remedies and say the verdict."""
     with collector.paused():
+        clocks = settle(events, clues, inputs)
         ordered, incidents = correlate(events, clues)
         for number, event in enumerate(ordered, 1):
             event.id = f"e{number}"
         text = evidence_text(events, clues)
         framework = detect_framework(text)
-        diagnosis = Diagnosis(inputs, ordered, incidents, framework=framework, versions=detect_versions(text, events), clues=clues)
+        diagnosis = Diagnosis(
+            inputs, ordered, incidents, framework=framework, versions=detect_versions(text, events), clues=clues, clocks=clocks
+        )
         for incident in incidents:
             diagnosis.remedies[incident.id or ""] = remedies_for(incident, framework, clues, text)
         diagnosis.verdict = verdict(incidents, clues, diagnosis)

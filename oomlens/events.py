@@ -88,7 +88,7 @@ class Event:
     source: Source
     text: str
     time: str | None = None
-    time_inferred: bool = False
+    time_inferred: bool = False  # `time` is the last stamp before the line, which prints none
     node: str | None = None
     pid: int | None = None
     actor: str | None = None
@@ -100,6 +100,9 @@ class Event:
     fields: dict[str, Any] = field(default_factory=dict)
     sources: list[Source] = field(default_factory=list)
     id: str | None = None
+    time_latest: str | None = None  # for an inferred time: the first stamp after the line
+    time_printed: str | None = None  # the time as the log printed it, where the clock corrected it
+    copies: list[tuple[str, str]] = field(default_factory=list)  # (path, own time) of each report folded into it
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -108,13 +111,16 @@ class Event:
             self.sources = [self.source]
 
     def to_dict(self) -> dict[str, Any]:
-        """The contract-v1 object (plus `sources` and `time_inferred`, both additive)."""
+        """The contract-v1 object (plus `sources`, `time_inferred`, `time_latest` and
+        `time_printed`, all additive)."""
         source = self.source.to_dict()
         return {
             "id": self.id,
             "kind": self.kind,
             "time": self.time,
             "time_inferred": self.time_inferred,
+            "time_latest": self.time_latest,
+            "time_printed": self.time_printed,
             "source": source,
             "sources": [source] if len(self.sources) == 1 and self.sources[0] is self.source else [s.to_dict() for s in self.sources],
             "node": self.node,
@@ -144,7 +150,7 @@ class Clue:
     node: str | None = None
 
 
-CLUE_KINDS = ("context", "setting")
+CLUE_KINDS = ("context", "setting", "clock")
 
 
 def to_rows(found: list[Event | Clue]) -> list[tuple]:
@@ -162,7 +168,7 @@ def to_rows(found: list[Event | Clue]) -> list[tuple]:
         sources = None if len(x.sources) == 1 and x.sources[0] is src else [(s.path, s.line, s.end_line) for s in x.sources]
         rows.append((
             x.kind, src.path, src.line, src.end_line, x.text, x.time, x.time_inferred, x.node, x.pid, x.actor,
-            x.method, x.rank, x.gpu, x.component, x.memory, x.fields, sources, x.id,
+            x.method, x.rank, x.gpu, x.component, x.memory, x.fields, sources, x.id, x.time_latest, x.time_printed, x.copies,
         ))
     return rows
 
@@ -175,11 +181,11 @@ def from_rows(rows: list[tuple]) -> list[Event | Clue]:
             kind, path, line, end_line, fields, time, pid, actor, node = row
             found.append(Clue(kind, Source(path, line, end_line), fields, time, pid, actor, node))
             continue
-        kind, path, line, end_line, text, time, inferred, node, pid, actor, method, rank, gpu, component, memory, fields, sources, id_ = row
+        kind, path, line, end_line, text, time, inferred, node, pid, actor, method, rank, gpu, component, memory, fields, sources, id_, *clock = row
         source = Source(path, line, end_line)
         found.append(Event(
             kind, source, text, time, inferred, node, pid, actor, method, rank, gpu, component, memory, fields,
-            [source] if sources is None else [Source(*s) for s in sources], id_,
+            [source] if sources is None else [Source(*s) for s in sources], id_, *clock,
         ))
     return found
 
@@ -374,13 +380,21 @@ def _richness(event: Event) -> int:
     return sum(len(v) if isinstance(v, list) else 1 for v in event.fields.values() if v is not None)
 
 
-def _time_rank(event: Event) -> tuple[bool, bool, int]:
-    """A time read on the event's own line beats one inferred from a neighbour; finer beats coarser."""
-    return (event.time is not None, not event.time_inferred, len(event.time or ""))
+def _time_rank(event: Event) -> tuple[bool, bool, bool, int]:
+    """A time read on the event's own line beats one inferred from a neighbour; finer beats
+    coarser (milliseconds are 4 characters more; a zone, 6); the host's local time beats UTC."""
+    time = event.time or ""
+    zoned = time.endswith("Z") or time[-6:-5] in ("+", "-")
+    return (event.time is not None, not event.time_inferred, not zoned, len(time))
 
 
 def _absorb(kept: Event, new: Event) -> None:
-    """Keep the fullest report as the event; every other report adds its source and facts."""
+    """Keep the fullest report as the event; every other report adds its source and facts,
+    and its own time: reports stamped by two clocks tell how far apart they run (clock.py)."""
+    if not kept.copies and kept.time and not kept.time_inferred:
+        kept.copies.append((kept.source.path, kept.time))
+    if new.time and not new.time_inferred:
+        kept.copies.append((new.source.path, new.time))
     if _richness(new) > _richness(kept):
         kept.fields, new.fields = new.fields, kept.fields
         kept.text, kept.source = new.text, new.source
@@ -391,7 +405,7 @@ def _absorb(kept: Event, new: Event) -> None:
         if getattr(kept, attr) is None and getattr(new, attr) is not None:
             setattr(kept, attr, getattr(new, attr))
     if _time_rank(new) > _time_rank(kept):
-        kept.time, kept.time_inferred = new.time, new.time_inferred
+        kept.time, kept.time_inferred, kept.time_latest = new.time, new.time_inferred, new.time_latest
     for src in new.sources:
         if src not in kept.sources:
             kept.sources.append(src)

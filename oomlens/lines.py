@@ -58,7 +58,11 @@ class Stamp(NamedTuple):
         if y is None:
             return None
         text = f"{y:04d}-{self.month:02d}-{self.day:02d}T{self.hour:02d}:{self.minute:02d}:{self.second:02d}"
-        return text if self.millis is None else f"{text}.{self.millis:03d}"
+        if self.millis is not None:
+            text = f"{text}.{self.millis:03d}"
+        if self.zone is not None:  # kept until the clock moves the time to its host's local time
+            text += f"{'+' if self.zone >= 0 else '-'}{abs(self.zone) // 60:02d}:{abs(self.zone) % 60:02d}"
+        return text
 
 
 @dataclass(slots=True)
@@ -435,6 +439,26 @@ def last_stamp(data: bytes, lo: int, hi: int) -> Stamp | None:
     for last in _STAMP_IN.finditer(data, lo, hi):  # noqa: B007 - only the last is wanted
         pass
     return None if last is None else stamp_of_match(last)
+
+
+def first_stamp(data: bytes, lo: int, hi: int) -> tuple[Stamp | None, int]:
+    """The first wall-clock time in data[lo:hi] and where its line begins, or (None, hi).
+
+    Searched in windows that end at line breaks and double in width: the next time is
+    mostly a line or two away, and a window's edge never cuts one in two."""
+    start, width = lo, STAMP_AHEAD
+    while start < hi:
+        stop = min(hi, start + width)
+        if stop < hi:
+            stop = data.find(b"\n", stop, hi) + 1 or hi
+        m = _STAMP_IN.search(data, start, stop)
+        if m is not None:
+            return stamp_of_match(m), max(lo, data.rfind(b"\n", lo, m.start()) + 1)
+        start, width = stop, width * 2
+    return None, hi
+
+
+STAMP_AHEAD = 512  # bytes searched ahead for the next time at first
 
 
 def stampless_until(data: bytes, lo: int, hi: int) -> int:

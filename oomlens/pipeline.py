@@ -157,4 +157,8 @@ def parse_text(text: str, name: str = "<text>") -> list[Event]:
     item = Input(name, "other", opener=lambda: io.BytesIO(text.encode("utf-8", "surrogateescape")))
     found: list[Event | Clue] = []
     _read(item, found)
-    return number(fold([e for e in found if isinstance(e, Event)]))
+    events = fold([e for e in found if isinstance(e, Event)])
+    from .clock import settle
+
+    settle(events, [c for c in found if isinstance(c, Clue)], [item])  # times as a diagnosis shows them
+    return number(events)

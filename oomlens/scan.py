@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from .events import CLUE_KINDS, TO_ZERO, Clue, Event, Source
 from .grammars import CUT_NUMBER, MAX_SHAPES, Family, families
-from .lines import WRAP_MIN, Layout, Line, Prefilter, Stamp, added_heads, fast_regex, last_stamp, peel, stampless_until, starts_record
+from .lines import WRAP_MIN, Layout, Line, Prefilter, Stamp, added_heads, fast_regex, first_stamp, last_stamp, peel, stampless_until, starts_record
 
 try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
     from stringzilla import count as _count
@@ -199,6 +199,8 @@ class Scanner:
         self._stamp_pos = 0  # how far stamps have been looked for (offset in the data)
         self._stampless_to = -1  # no stamp stands between _stamp_pos and this offset (in the data)
         self._stampless_from = 0  # where the stretch without a stamp began, as far as lookups know (in the data)
+        self._after: tuple[int, int, Stamp | None] = (-1, -1, None)  # no stamp in [a, b) of the chunk; the one at b (None: none to the chunk's end)
+        self._open: list[Event] = []  # unstamped events whose next stamp lies past the chunks read so far
         self._actor: str | None = None  # the actor or task a worker file announced last
         self._long_lines = 0
         self._counted = (0, 0)  # (offset, line breaks before it) counted in the last chunk
@@ -344,6 +346,11 @@ class Scanner:
         self._cut_end = eof and end > 0 and data[end - 1] != 0x0A  # the last line lacks its break: cut
         blocks: list[tuple[_Block, list[dict], str | None]] = []  # with the actor announced before each
         carried = cut
+        self._after = (-1, -1, None)
+        if self._open and (later := self._stamp_after(data, 0)) is not None:
+            for event in self._open:  # events of earlier chunks: their next stamp came only now
+                self._set_latest(event, later)
+            self._open.clear()
         for pos, fam in self.trigger.finditer(data, begin, end):
             if pos >= cut:
                 break
@@ -372,7 +379,16 @@ class Scanner:
         if carried < cut:
             self._stamp_before(data, carried)  # remember the context the next round cannot see
         for (block, drafts, actor), (stamp, inferred) in zip(blocks, stamps):
-            yield from self._build(block, drafts, actor, stamp, inferred)
+            found = self._build(block, drafts, actor, stamp, inferred)
+            if inferred:  # a line that prints no time lies between its neighbours' stamps
+                later = self._stamp_after(data, block.stop)
+                for event in found:
+                    if isinstance(event, Event) and "time" not in event.fields:
+                        if later is None:
+                            self._open.append(event)
+                        else:
+                            self._set_latest(event, later)
+            yield from found
         return carried
 
     # -- blocks ----------------------------------------------------------------------------
@@ -470,14 +486,14 @@ class Scanner:
         if time is None and stamp is not None:
             time = stamp.iso(self.ctx.year)
             if time is None:
-                fields["local_time"] = f"{stamp.month:02d}-{stamp.day:02d}T{stamp.hour:02d}:{stamp.minute:02d}:{stamp.second:02d}"
+                fields["local_time"] = _local(stamp)
         if head.repeated:
             fields["repeated"] = head.repeated
         if head.uptime is not None:
             fields["uptime_s"] = head.uptime
         pid = draft.get("pid", head.pid if head.pid is not None else self.ctx.pid)
-        if draft["kind"] in CLUE_KINDS:
-            return Clue(draft["kind"], source, fields, time, pid, actor, head.ip or self.ctx.node)
+        if draft["kind"] in CLUE_KINDS:  # a clue's time is its own line's or none: the clock reads it
+            return Clue(draft["kind"], source, fields, None if inferred else time, pid, actor, head.ip or self.ctx.node)
         return Event(
             kind=draft["kind"],
             source=source,
@@ -495,6 +511,24 @@ class Scanner:
         )
 
     # -- context around a hit -------------------------------------------------------------
+
+    def _stamp_after(self, data: bytes, pos: int) -> Stamp | None:
+        """The time of the first stamped line at or after `pos` in this chunk, or None when
+        none stands before the chunk's end. Hits come in order, so the answer for one hit
+        holds for every hit up to that stamp: each byte is searched once."""
+        lo, hi, stamp = self._after
+        if lo <= pos <= hi:
+            return stamp
+        found, at = first_stamp(data, pos, self._end)
+        self._after = (pos, at, found)
+        return found
+
+    def _set_latest(self, event: Event, stamp: Stamp) -> None:
+        latest = stamp.iso(self.ctx.year)
+        if latest is None:  # no year printed: the correlator gives it the run's
+            event.fields["local_time_latest"] = _local(stamp)
+        else:
+            event.time_latest = latest
 
     def _stamp_before(self, data: bytes, start: int) -> Stamp | None:
         """The time of the nearest stamped line before `start` in this file.
@@ -523,6 +557,12 @@ class Scanner:
             self._stampless_to = stampless_until(data, start, min(self._end, start + LOOK_AHEAD))
         self._stamp_pos = start
         return self._stamp
+
+
+def _local(stamp: Stamp) -> str:
+    """A time printed without a year, as "MM-DDTHH:MM:SS": the correlator adds the run's year."""
+    text = f"{stamp.month:02d}-{stamp.day:02d}T{stamp.hour:02d}:{stamp.minute:02d}:{stamp.second:02d}"
+    return text if stamp.millis is None else f"{text}.{stamp.millis:03d}"
 
 
 _PLAIN: dict[str, dict[bytes, int]] = {}  # per shape-cached family: a raw line's shape -> _plain_start

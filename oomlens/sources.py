@@ -166,19 +166,23 @@ def _folder(path: str, seen: dict[tuple[int, int], str]) -> Iterator[Input]:
         yield Input(path, problems=["empty folder: nothing to read"])
         return
     node = _node_of_folder(path, names)
+    beside = None  # a kernel log copied beside a node's logs/ was written on that node
     for name in names:
         for item in _walk(os.path.join(path, name), seen, named=False):
+            if item.node is None and item.role == "kernel" and "logs" in names:
+                beside = beside or _node_of_folder(path, names, os.path.join("logs", "raylet.out"))
+                item.node = beside
             if item.node is None:
                 item.node = node
             yield item
 
 
-def _node_of_folder(path: str, names: list[str]) -> str | None:
+def _node_of_folder(path: str, names: list[str], raylet: str = "raylet.out") -> str | None:
     """A Ray `logs/` folder names its node in raylet.out."""
-    if "raylet.out" not in names:
+    if raylet.split(os.sep)[0] not in names:
         return None
     try:
-        with open(os.path.join(path, "raylet.out"), "rb") as fh:
+        with open(os.path.join(path, raylet), "rb") as fh:
             return node_in(fh.read(NODE_HEAD))
     except OSError:
         return None

@@ -33,7 +33,7 @@ def test_table_ends_with_the_verdict():
 def test_json_contract():
     data = json.loads(run("parse", SESSION, "--format", "json").output)
     assert data["oomlens"] == 1
-    assert set(data) == {"oomlens", "inputs", "events", "incidents", "verdict"}
+    assert set(data) == {"oomlens", "inputs", "events", "incidents", "verdict", "clocks"}
     kill = next(e for e in data["events"] if e["kind"] == "ray_oom_kill")
     assert kill["pid"] == 14522 and kill["memory"] == "host" and kill["fields"]["top"][0]["pid"] == 14522
     incident = data["incidents"][0]

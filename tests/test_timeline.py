@@ -3,6 +3,7 @@ seldom take (a trend cut at an incident's time, a line in two files, untimed lin
 
 from __future__ import annotations
 
+from oomlens.clock import settle
 from oomlens.correlate import one_clock
 from oomlens.events import GIB, Event, Source
 from oomlens.remedies import _shape
@@ -66,7 +67,7 @@ def test_an_untimed_line_stays_after_the_last_timed_line_of_its_file():
 def test_a_year_less_time_borrows_the_run_s_year():
     events = [memory_line("a.log", 1, "2025-03-01T00:00:05", 1), memory_line("a.log", 2, None, 2)]
     events[1].fields["local_time"] = "03-01T00:00:07"
-    one_clock(events)
+    settle(events, [], [])
     assert (events[1].time, events[1].fields["year_inferred"]) == ("2025-03-01T00:00:07", True)
 
 

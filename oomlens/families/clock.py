@@ -1,0 +1,20 @@
+"""Transformer for grammars/clock.lark: what a line tells of its clock (clues, not events)."""
+
+from __future__ import annotations
+
+import lark
+
+from oomlens.lines import stamp_of_groups
+
+
+class Transformer(lark.Transformer):
+    def start(self, items):
+        return [{"kind": "clock", "fields": items[0]}]
+
+    def abort(self, items):
+        signal, epoch, _rest = items
+        utc = stamp_of_groups({"epoch": str(epoch)})._replace(zone=None)  # UTC by the field's name
+        return {"utc": utc.iso(), "signal": str(signal)}
+
+    def disconnect(self, items):
+        return {"seen": f"worker_exit:{items[0]}"}
