@@ -57,9 +57,9 @@ def settle(events: list[Event], clues: list[Clue], inputs: list[Input]) -> list[
     """Put every event's time (and interval) on the run's clock, in place; what was corrected."""
     _borrow_year(events)
     clocks = _Clocks(clues, {i.path: i.node for i in inputs})
-    stamped_in = {id(e): _time_path(e) for e in events}  # before any time moves
-    clock_of = {id(e): clocks.reading(e.time, stamped_in[id(e)], e.node)[0] for e in events}
-    notes = _to_local(events, clocks, stamped_in)
+    # the clock of each end of each event's time, before any time moves
+    clock_of = {id(e): (clocks.reading(e.time, *_stamped_by(e, 0))[0], clocks.reading(e.time_latest, *_stamped_by(e, 1))[0]) for e in events}
+    notes = _to_local(events, clocks)
     notes += _deskew(events, clues, clocks, clock_of, _reference(events, inputs, clock_of))
     return notes
 
@@ -133,20 +133,20 @@ class _Clocks:
         return {domain: counts.most_common(1)[0][0] for domain, counts in votes.items()}
 
 
-def _to_local(events: list[Event], clocks: _Clocks, stamped_in: dict[int, str]) -> list[ClockNote]:
+def _to_local(events: list[Event], clocks: _Clocks) -> list[ClockNote]:
     """Times printed with a zone, moved to the local time of their host (or kept UTC)."""
     moved: Counter[tuple[str, int | None]] = Counter()
     for event in events:
         if not (_aware(event.time) or _aware(event.time_latest)):
             continue
-        path = stamped_in[id(event)]
         if _aware(event.time):
             event.time_printed = event.time
-        for attr in ("time", "time_latest"):
+        for end, attr in enumerate(("time", "time_latest")):
             value = getattr(event, attr)
             if _aware(value):
-                setattr(event, attr, iso(clocks.reading(value, path, event.node)[1]))
-        domain = clocks.domain(path, event.node)
+                path, node = _stamped_by(event, end)
+                setattr(event, attr, iso(clocks.reading(value, path, node)[1]))
+                domain = clocks.domain(path, node)
         moved[domain, clocks.zone(domain)] += 1
     notes = []
     for (domain, offset), count in sorted(moved.items(), key=str):
@@ -162,10 +162,13 @@ def _aware(time: str | None) -> bool:
     return time is not None and (time.endswith("Z") or time[-6:-5] in ("+", "-"))
 
 
-def _time_path(event: Event) -> str:
-    """The file whose stamp gave the event its time: of the reports folded into it, the
-    first that printed that time (the kept report may be another one)."""
-    return next((path for path, time in event.copies if time == event.time), event.source.path)
+def _stamped_by(event: Event, end: int) -> tuple[str, str | None]:
+    """(file, node) of the line that printed an end of the event's time (0: time, 1:
+    time_latest): of the reports folded into it, the first that printed that time (the
+    kept report may be another one); in a file of many nodes' lines, the node of the line
+    that lent a borrowed time."""
+    path = next((path for path, time in event.copies if time == event.time), event.source.path)
+    return path, event.stamp_nodes[end] if event.stamp_nodes is not None else event.node
 
 
 # -- skew between nodes -----------------------------------------------------------------------
@@ -187,17 +190,19 @@ def _anchors(events: list[Event], clues: list[Clue], clocks: _Clocks) -> dict[st
     return {key: found for key, found in seen.items() if len({clock for clock, _ in found}) > 1}
 
 
-def _reference(events: list[Event], inputs: list[Input], clock_of: dict[int, str]) -> str | None:
+def _reference(events: list[Event], inputs: list[Input], clock_of: dict[int, tuple[str, str]]) -> str | None:
     """The head's clock: the node of the GCS's log or the driver's, else the busiest clock."""
     for role in ("gcs", "driver"):
         for item in inputs:
             if item.role == role and item.node:
                 return f"node {item.node}"
-    counts = Counter(clock_of[id(e)] for e in events if e.time)
+    counts = Counter(clock_of[id(e)][0] for e in events if e.time)
     return counts.most_common(1)[0][0] if counts else None
 
 
-def _deskew(events: list[Event], clues: list[Clue], clocks: _Clocks, clock_of: dict[int, str], reference: str | None) -> list[ClockNote]:
+def _deskew(
+    events: list[Event], clues: list[Clue], clocks: _Clocks, clock_of: dict[int, tuple[str, str]], reference: str | None
+) -> list[ClockNote]:
     """Clocks that run ahead or behind the reference, by their anchors; their events moved."""
     anchors = _anchors(events, clues, clocks)
     if not anchors:
@@ -234,14 +239,13 @@ def _deskew(events: list[Event], clues: list[Clue], clocks: _Clocks, clock_of: d
             continue
         moved = 0
         for event in events:
-            if clock_of[id(event)] != clock:
-                continue
-            if event.time_printed is None:
-                event.time_printed = event.time
-            for attr in ("time", "time_latest"):
-                if value := getattr(event, attr):
-                    setattr(event, attr, iso(datetime.fromisoformat(value) - timedelta(seconds=offset)))
-            moved += 1
+            for end, attr in enumerate(("time", "time_latest")):
+                if clock_of[id(event)][end] != clock or not (value := getattr(event, attr)):
+                    continue
+                if end == 0:
+                    event.time_printed = event.time_printed or value
+                    moved += 1
+                setattr(event, attr, iso(datetime.fromisoformat(value) - timedelta(seconds=offset)))
         notes.append(ClockNote(clock, offset, how[clock], moved))
     return notes
 

@@ -264,18 +264,25 @@ def _lead_with_the_death_the_caller_saw(incident: Incident) -> None:
 
 def _home(incidents: list[Incident], event: Event) -> Incident | None:
     """The incident this event follows: after its root or after a failure of its cascade.
-    An inferred time is a lower bound, so such an event joins the first incident that may
-    have come before it."""
+    An inferred time is an interval (the stamps before and after the line), so such an
+    event joins the first incident that may have come before it: one whose root is not
+    after the interval's end."""
     t = seconds(event)
+    latest = epoch(event.time_latest) if (event.time_inferred or event.time is None) and event.time_latest else float("inf")
     best, best_gap = None, float("inf")
     for incident in incidents:
         root_t = seconds(incident.root)
+        if t is None and root_t is not None and latest < float("inf"):
+            # no stamp before the line in its file, one after: the root must come before that
+            if root_t <= latest + SKEW_S and (best is None or latest - root_t < best_gap):
+                best, best_gap = incident, abs(latest - root_t)
+            continue
         if t is None or root_t is None:
             if t is None and root_t is None and incident.root.source.path == event.source.path:
                 best = incident
             continue
         if event.time_inferred and not incident.root.time_inferred:
-            if root_t >= t - SKEW_S and (best is None or root_t < best_gap):
+            if t - SKEW_S <= root_t <= latest + SKEW_S and (best is None or root_t < best_gap):
                 best, best_gap = incident, root_t
             continue
         window = CASCADE_S[event.kind]

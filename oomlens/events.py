@@ -103,6 +103,7 @@ class Event:
     time_latest: str | None = None  # for an inferred time: the first stamp after the line
     time_printed: str | None = None  # the time as the log printed it, where the clock corrected it
     copies: list[tuple[str, str]] = field(default_factory=list)  # (path, own time) of each report folded into it
+    stamp_nodes: tuple[str | None, str | None] | None = None  # nodes whose lines lent time and time_latest, in a file of many nodes
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -168,7 +169,7 @@ def to_rows(found: list[Event | Clue]) -> list[tuple]:
         sources = None if len(x.sources) == 1 and x.sources[0] is src else [(s.path, s.line, s.end_line) for s in x.sources]
         rows.append((
             x.kind, src.path, src.line, src.end_line, x.text, x.time, x.time_inferred, x.node, x.pid, x.actor,
-            x.method, x.rank, x.gpu, x.component, x.memory, x.fields, sources, x.id, x.time_latest, x.time_printed, x.copies,
+            x.method, x.rank, x.gpu, x.component, x.memory, x.fields, sources, x.id, x.time_latest, x.time_printed, x.copies, x.stamp_nodes,
         ))
     return rows
 
@@ -405,7 +406,7 @@ def _absorb(kept: Event, new: Event) -> None:
         if getattr(kept, attr) is None and getattr(new, attr) is not None:
             setattr(kept, attr, getattr(new, attr))
     if _time_rank(new) > _time_rank(kept):
-        kept.time, kept.time_inferred, kept.time_latest = new.time, new.time_inferred, new.time_latest
+        kept.time, kept.time_inferred, kept.time_latest, kept.stamp_nodes = new.time, new.time_inferred, new.time_latest, new.stamp_nodes
     for src in new.sources:
         if src not in kept.sources:
             kept.sources.append(src)

@@ -416,7 +416,13 @@ _STAMP_LINES = Prefilter([_STAMP_ANY.decode()], starts=True)
 
 
 def last_stamp(data: bytes, lo: int, hi: int) -> Stamp | None:
-    """The last wall-clock time standing in data[lo:hi], if any.
+    """The last wall-clock time standing in data[lo:hi], if any."""
+    found = last_stamp_at(data, lo, hi)
+    return None if found is None else found[0]
+
+
+def last_stamp_at(data: bytes, lo: int, hi: int) -> tuple[Stamp, int] | None:
+    """The last wall-clock time standing in data[lo:hi] and where it starts, if any.
 
     Hyperscan tells where the last time in the span starts and ends, and `re` reads it
     there; RE2 reads the whole span without hyperscan, or when that match was a false
@@ -429,16 +435,16 @@ def last_stamp(data: bytes, lo: int, hi: int) -> Stamp | None:
         start, stop = found
         m = _STAMP_AT.match(data, start, stop)
         if m is not None and m.end() == stop:
-            return stamp_of_match(m)
+            return stamp_of_match(m), start
         at = max(lo, data.rfind(b"\n", lo, stop - 1) + 1)
         while (m := _STAMP_AT.search(data, at, stop)) is not None:
             if m.end() == stop:
-                return stamp_of_match(m)
+                return stamp_of_match(m), m.start()
             at = m.end()
     last = None
     for last in _STAMP_IN.finditer(data, lo, hi):  # noqa: B007 - only the last is wanted
         pass
-    return None if last is None else stamp_of_match(last)
+    return None if last is None else (stamp_of_match(last), last.start())
 
 
 def first_stamp(data: bytes, lo: int, hi: int) -> tuple[Stamp | None, int]:

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from .events import CLUE_KINDS, TO_ZERO, Clue, Event, Source
 from .grammars import CUT_NUMBER, MAX_SHAPES, Family, families
-from .lines import WRAP_MIN, Layout, Line, Prefilter, Stamp, added_heads, fast_regex, first_stamp, last_stamp, peel, stampless_until, starts_record
+from .lines import WRAP_MIN, Layout, Line, Prefilter, Stamp, added_heads, fast_regex, first_stamp, last_stamp_at, peel, stampless_until, starts_record
 
 try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
     from stringzilla import count as _count
@@ -196,10 +196,11 @@ class Scanner:
         self.bytes_read = 0
         self.problems: list[str] = []
         self._stamp: Stamp | None = None  # the last stamp found before the last hit
+        self._stamp_node: str | None = None  # the node whose line printed it, in a file of many nodes' lines
         self._stamp_pos = 0  # how far stamps have been looked for (offset in the data)
         self._stampless_to = -1  # no stamp stands between _stamp_pos and this offset (in the data)
         self._stampless_from = 0  # where the stretch without a stamp began, as far as lookups know (in the data)
-        self._after: tuple[int, int, Stamp | None] = (-1, -1, None)  # no stamp in [a, b) of the chunk; the one at b (None: none to the chunk's end)
+        self._after: tuple[int, int, Stamp | None, str | None] = (-1, -1, None, None)  # no stamp in [a, b); the one at b (None: none to the chunk's end), its line's node
         self._open: list[Event] = []  # unstamped events whose next stamp lies past the chunks read so far
         self._actor: str | None = None  # the actor or task a worker file announced last
         self._long_lines = 0
@@ -346,10 +347,10 @@ class Scanner:
         self._cut_end = eof and end > 0 and data[end - 1] != 0x0A  # the last line lacks its break: cut
         blocks: list[tuple[_Block, list[dict], str | None]] = []  # with the actor announced before each
         carried = cut
-        self._after = (-1, -1, None)
-        if self._open and (later := self._stamp_after(data, 0)) is not None:
+        self._after = (-1, -1, None, None)
+        if self._open and (later := self._stamp_after(data, 0))[0] is not None:
             for event in self._open:  # events of earlier chunks: their next stamp came only now
-                self._set_latest(event, later)
+                self._set_latest(event, *later)
             self._open.clear()
         for pos, fam in self.trigger.finditer(data, begin, end):
             if pos >= cut:
@@ -375,19 +376,22 @@ class Scanner:
                 continue
             skip_until[fam.name], block, drafts = found
             blocks.append((block, drafts, self._actor))
-        stamps = [(b.head.stamp, False) if b.head.stamp is not None else (self._stamp_before(data, b.offset), True) for b, _, _ in blocks]
+        stamps = [(b.head.stamp, None) if b.head.stamp is not None else self._stamp_before(data, b.offset) for b, _, _ in blocks]
         if carried < cut:
             self._stamp_before(data, carried)  # remember the context the next round cannot see
-        for (block, drafts, actor), (stamp, inferred) in zip(blocks, stamps):
+        for (block, drafts, actor), (stamp, node) in zip(blocks, stamps):
+            inferred = block.head.stamp is None
             found = self._build(block, drafts, actor, stamp, inferred)
             if inferred:  # a line that prints no time lies between its neighbours' stamps
-                later = self._stamp_after(data, block.stop)
+                later, later_node = self._stamp_after(data, block.stop)
                 for event in found:
                     if isinstance(event, Event) and "time" not in event.fields:
+                        if self.ctx.node is None:  # many nodes' lines: whose clock lent the time
+                            event.stamp_nodes = (node, None)
                         if later is None:
                             self._open.append(event)
                         else:
-                            self._set_latest(event, later)
+                            self._set_latest(event, later, later_node)
             yield from found
         return carried
 
@@ -512,25 +516,38 @@ class Scanner:
 
     # -- context around a hit -------------------------------------------------------------
 
-    def _stamp_after(self, data: bytes, pos: int) -> Stamp | None:
-        """The time of the first stamped line at or after `pos` in this chunk, or None when
-        none stands before the chunk's end. Hits come in order, so the answer for one hit
-        holds for every hit up to that stamp: each byte is searched once."""
-        lo, hi, stamp = self._after
+    def _stamp_after(self, data: bytes, pos: int) -> tuple[Stamp | None, str | None]:
+        """The time of the first stamped line at or after `pos` in this chunk (None when
+        none stands before the chunk's end) and the node that line names. Hits come in
+        order, so the answer for one hit holds for every hit up to that stamp: each byte is
+        searched once."""
+        lo, hi, stamp, node = self._after
         if lo <= pos <= hi:
-            return stamp
+            return stamp, node
         found, at = first_stamp(data, pos, self._end)
-        self._after = (pos, at, found)
-        return found
+        node = self._node_at(data, at) if found is not None else None
+        self._after = (pos, at, found, node)
+        return found, node
 
-    def _set_latest(self, event: Event, stamp: Stamp) -> None:
+    def _set_latest(self, event: Event, stamp: Stamp, node: str | None) -> None:
         latest = stamp.iso(self.ctx.year)
         if latest is None:  # no year printed: the correlator gives it the run's
             event.fields["local_time_latest"] = _local(stamp)
         else:
             event.time_latest = latest
+        if self.ctx.node is None:
+            event.stamp_nodes = ((event.stamp_nodes or (None, None))[0], node)
 
-    def _stamp_before(self, data: bytes, start: int) -> Stamp | None:
+    def _node_at(self, data: bytes, pos: int) -> str | None:
+        """The node that the Ray prefix of the line at `pos` names, in a file that holds
+        lines of many nodes (a driver console): a borrowed time is on that node's clock."""
+        if self.ctx.node is not None:
+            return None
+        start = _line_start(data, pos)
+        stop = data.find(b"\n", pos, self._end)
+        return peel(bytes(data[start : stop if stop >= 0 else self._end]).decode("utf-8", "replace")).ip
+
+    def _stamp_before(self, data: bytes, start: int) -> tuple[Stamp | None, str | None]:
         """The time of the nearest stamped line before `start` in this file.
 
         Looked for in a window behind the hit that widens until a time turns up or it reaches
@@ -541,22 +558,22 @@ class Scanner:
         are asked once where the next one is: the lookups short of it have nothing to search."""
         if start <= self._stampless_to:
             self._stamp_pos = start
-            return self._stamp
+            return self._stamp, self._stamp_node
         hi, width = start, STAMP_WINDOW
         if start - self._stamp_pos <= 8 * STAMP_WINDOW:  # a short gap since the last lookup: in one go
             width = start - self._stamp_pos
         while hi > self._stamp_pos:
             lo = max(self._stamp_pos, _line_start(data, hi - width) if hi > width else 0)
-            stamp = last_stamp(data, lo, hi)
-            if stamp is not None:
-                self._stamp = stamp
+            found = last_stamp_at(data, lo, hi)
+            if found is not None:
+                self._stamp, self._stamp_node = found[0], self._node_at(data, found[1])
                 self._stampless_from = start
                 break
             hi, width = lo, width * 2
         if start - self._stampless_from >= STAMPLESS:
             self._stampless_to = stampless_until(data, start, min(self._end, start + LOOK_AHEAD))
         self._stamp_pos = start
-        return self._stamp
+        return self._stamp, self._stamp_node
 
 
 def _local(stamp: Stamp) -> str:

@@ -210,9 +210,15 @@ def test_hits_in_long_stamp_less_stretches_borrow_the_last_time_before_them(chun
         else:
             data.append(b"Training Progress:  10%%|#         | %d/1000 [1:02:03<12:00:00, 43.2s/it]\n" % i)
     searched = []
-    monkeypatch.setattr(scan, "last_stamp", lambda data, lo, hi: searched.append(hi - lo) or lines.last_stamp(data, lo, hi))
+    monkeypatch.setattr(scan, "last_stamp_at", lambda data, lo, hi: searched.append(hi - lo) or lines.last_stamp_at(data, lo, hi))
     found = list(Scanner(FileContext("driver.log", year=2026)).events(io.BytesIO(b"".join(data))))
     assert [e.time for e in found] == expected
+    # and the first time after each hit, in this chunk or a later one, ends its interval
+    stamps_at = [i for i in (500, 510, 2900)]
+    latest = [
+        next((f"2026-11-21T10:{s // 100:02d}:00" for s in stamps_at if s > i), None) for i in range(3000) if i % 3 == 0 and i not in stamps_at
+    ]
+    assert [e.time_latest for e in found] == latest
     assert sum(searched) < len(b"".join(data)) // 2  # most of the stretches without a time were not searched hit by hit
 
 

@@ -30,6 +30,8 @@ def render(diagnosis: Diagnosis) -> str:
             f"**Component:** {v['component'] or 'unknown'} · **memory:** {v['memory'] or 'not shown'} · "
             f"**confidence:** {v['confidence']:.2f}" + (f" · **framework:** {v['framework']}" if v.get("framework") else ""),
         ]
+    if diagnosis.clocks:
+        out += [""] + [f"- clock: {_cell(note.sentence())}" for note in diagnosis.clocks]
     for incident in diagnosis.incidents:
         out += ["", f"### Incident {incident.id}: {NAMES[incident.root.kind]} ({incident.memory or 'memory not shown'})", ""]
         out += [f"- {_cell(line)}" for line in incident.evidence]

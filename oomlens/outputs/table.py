@@ -60,9 +60,9 @@ def render(diagnosis: Diagnosis, width: int | None = None) -> str:
         where = f"{os.path.basename(e.source.path)}:{e.source.line}"
         if len(e.sources) > 1:
             where += f" (+{len(e.sources) - 1})"
-        time = (e.time or e.fields.get("local_time") or "-").replace("T", " ")[:23]
-        if e.time_inferred:
-            time += "~"
+        time = (e.time or e.fields.get("local_time") or (f"<{e.time_latest}" if e.time_latest else "-")).replace("T", " ")[:24]
+        if e.time_inferred or (e.time is None and e.time_latest):
+            time += "~"  # the line printed no time: it lies between its neighbours' stamps
         rows.append((time, e.node or "-", who or "-", e.kind, summary(e), where))
     header = ("TIME", "NODE", "PROCESS", "KIND", "DETAILS", "SOURCE")
     if not rows:
@@ -77,6 +77,7 @@ def render(diagnosis: Diagnosis, width: int | None = None) -> str:
     lines.append("")
     lines.append(verdict_block(diagnosis, width))
     lines.append("")
+    lines.extend(f"clock: {note.sentence()}" for note in diagnosis.clocks)
     read = sum(1 for i in diagnosis.inputs if i.opener is not None)
     lines.append(f"{len(diagnosis.events)} event(s) in {read} input(s), {sum(i.bytes for i in diagnosis.inputs)} bytes read")
     if diagnosis.problems:

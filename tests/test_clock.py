@@ -1,0 +1,242 @@
+"""One clock (oomlens/clock.py): the same incidents, their files' clocks shifted, their hosts
+in other zones, or their stamps stripped, give the same root, cascade and order.
+
+The transforms rewrite every time the logs print (each layout of data/times.toml, Ray's
+JSON events' epochs), so these are property tests over random shifts and zones, not a
+handful of cases."""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from oomlens import analyze
+from oomlens.clock import SKEW_MIN_S
+
+INCIDENTS = FIXTURES / "incidents"
+MULTINODE = INCIDENTS / "cascade-kernel-oom-multinode"
+NODE_B = "10.0.0.4"  # its clock runs 40.7 s ahead of the head's (expected.json)
+MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
+YEAR = 2025  # of the fixtures' year-less stamps (c10, syslog, vLLM)
+
+# every layout a fixture prints its times in, as (regex, how to read it, how to write it back)
+ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)([ T])(\d\d):(\d\d):(\d\d)(?:([,.])(\d+))?")
+C10 = re.compile(r"\[([A-Z])(\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")
+VLLM = re.compile(r"\b(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+SYSLOG = re.compile(r"(?m)^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d+) (\d\d):(\d\d):(\d\d)")
+EPOCH = re.compile(r"(received at time=|\"timestamp\": ?)(\d{10})")
+
+
+def _frac(digits: str | None, t: datetime) -> str:
+    """The fraction of `t` written with as many digits as the original had."""
+    return "" if digits is None else f"{t.microsecond:06d}".ljust(len(digits), "0")[: len(digits)]
+
+
+def _micro(digits: str | None) -> int:
+    return 0 if not digits else int(digits[:6].ljust(6, "0"))
+
+
+def shift(text: str, delta: float, epoch_delta: float | None = None) -> str:
+    """Every printed time moved by `delta` seconds; UTC epochs by `epoch_delta` (the same by
+    default: a host in another zone moves its local stamps but not its epochs)."""
+    d = timedelta(seconds=delta)
+
+    def iso(m: re.Match) -> str:
+        t = datetime(*map(int, m.group(1, 2, 3, 5, 6, 7)), _micro(m.group(9))) + d
+        frac = f"{m.group(8)}{_frac(m.group(9), t)}" if m.group(8) else ""
+        return t.strftime(f"%Y-%m-%d{m.group(4)}%H:%M:%S") + frac
+
+    def c10(m: re.Match) -> str:
+        t = datetime(YEAR, int(m.group(2)), int(m.group(3)), *map(int, m.group(4, 5, 6)), _micro(m.group(7))) + d
+        return f"[{m.group(1)}{t.month}{t.day:02d} {t:%H:%M:%S}.{_frac(m.group(7), t)}"
+
+    def vllm(m: re.Match) -> str:
+        t = datetime(YEAR, *map(int, m.group(2, 3, 4, 5, 6))) + d
+        return f"{m.group(1)} {t:%m-%d %H:%M:%S}"
+
+    def syslog(m: re.Match) -> str:
+        t = datetime(YEAR, MONTHS.index(m.group(1)) + 1, *map(int, m.group(2, 3, 4, 5))) + d
+        return f"{MONTHS[t.month - 1]} {t.day:>2} {t:%H:%M:%S}"
+
+    def epoch(m: re.Match) -> str:
+        return f"{m.group(1)}{int(m.group(2)) + round(delta if epoch_delta is None else epoch_delta)}"
+
+    for pattern, write in ((ISO, iso), (C10, c10), (VLLM, vllm), (SYSLOG, syslog), (EPOCH, epoch)):
+        text = pattern.sub(write, text)
+    return text
+
+
+def copy_shifted(source: Path, target: Path, delta_of) -> None:  # noqa: ANN001 - delta_of(path, line) -> (delta, epoch_delta)
+    """A copy of an incident's folder with each line's times moved as `delta_of` says."""
+    shutil.copytree(source, target)
+    for path in target.rglob("*"):
+        if path.is_file() and path.name != "expected.json":
+            lines = path.read_text(encoding="utf-8", errors="surrogateescape").splitlines(keepends=True)
+            path.write_text("".join(shift(line, *delta_of(path, line)) for line in lines), encoding="utf-8", errors="surrogateescape")
+
+
+def story(diagnosis) -> tuple:
+    """What must not change: the verdict, and each incident's root and cascade kinds."""
+    v = diagnosis.verdict or {}
+    return (
+        v.get("component"), v.get("memory"), v.get("root_kind"),
+        [(i.root.kind, i.root.pid, sorted(e.kind for e in i.cascade)) for i in diagnosis.incidents],
+    )
+
+
+def inputs_of(folder: Path) -> list[str]:
+    return [str(p) for p in sorted(folder.iterdir()) if p.name != "expected.json"]
+
+
+def seconds(time: str) -> float:
+    return datetime.fromisoformat(time).replace(tzinfo=timezone.utc).timestamp()
+
+
+def lead(diagnosis) -> float:
+    """How far the earliest effect comes before its root, in seconds (0 when none does): a
+    gRPC watchdog may see a worker vanish a second before the raylet logs the kill."""
+    worst = 0.0
+    for incident in diagnosis.incidents:
+        if incident.root.time is None:
+            continue
+        root = seconds(incident.root.time)
+        for event in incident.cascade:
+            latest = event.time_latest if event.time_inferred and event.time_latest else event.time
+            if latest is not None:
+                worst = max(worst, root - seconds(latest))
+    return worst
+
+
+def in_order(diagnosis, before) -> None:  # noqa: ANN001 - two Diagnosis
+    """Root before cascade, no worse than in the untouched input."""
+    assert lead(diagnosis) <= lead(before) + SKEW_MIN_S
+
+
+def moved_by(after, before, delta: float, name: str) -> None:  # noqa: ANN001 - two Diagnosis
+    """Every time and interval end of `after` is the same event's in `before`, moved by `delta`."""
+    assert len(after.events) == len(before.events), name
+    for a, b in zip(before.events, after.events):
+        assert a.kind == b.kind, name
+        for x, y in ((a.time, b.time), (a.time_latest, b.time_latest)):
+            assert (x is None) == (y is None), (name, a.kind, x, y)
+            if x is not None:  # to the stamp's resolution: syslog and vLLM print whole seconds
+                whole = "." not in (a.time_printed or x)
+                assert abs(seconds(y) - seconds(x) - delta) < (1.0 if whole else 0.002), (name, a.kind, x, y, delta)
+
+
+SCENARIOS = sorted(p.name for p in INCIDENTS.iterdir() if (p / "expected.json").exists())
+BASELINE = {}
+
+
+def baseline(name: str):
+    if name not in BASELINE:
+        BASELINE[name] = analyze(*inputs_of(INCIDENTS / name))
+    return BASELINE[name]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_a_whole_run_shifted_tells_the_same_story_shifted(name, tmp_path):
+    """Every clock of the run moved alike (another start time, a host in another zone
+    whose epochs moved with it): the same story, every time moved by exactly that much."""
+    rng = random.Random(name)
+    before = baseline(name)
+    for round_ in range(2):
+        delta = rng.choice([1, -1]) * rng.randrange(60, 36 * 3600)  # whole seconds: some layouts print no fraction
+        folder = tmp_path / f"r{round_}"
+        copy_shifted(INCIDENTS / name, folder, lambda path, line: (delta, None))
+        after = analyze(*inputs_of(folder))
+        assert story(after) == story(before), (name, delta)
+        moved_by(after, before, delta, name)
+        assert [(n.scope, round(n.offset_s, 2)) for n in after.clocks] == [(n.scope, round(n.offset_s, 2)) for n in before.clocks]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_node_whose_clock_runs_off_is_corrected(seed, tmp_path):
+    """Node B's clock (its files, and its workers' lines in the driver console) set off by a
+    random skew, either way, up to ten minutes: the skew is named and corrected, the kernel
+    OOM on B stays the root, and every effect follows it on the corrected clock."""
+    rng = random.Random(seed)
+    skew = rng.choice([1, -1]) * rng.uniform(2, 600)
+
+    def delta_of(path: Path, line: str) -> tuple[float, None]:
+        on_b = f"node-{NODE_B}" in path.parts or f"ip={NODE_B}" in line
+        return (skew if on_b else 0.0), None
+
+    copy_shifted(MULTINODE, tmp_path / "s", delta_of)
+    after = analyze(*inputs_of(tmp_path / "s"))
+    assert story(after) == story(baseline(MULTINODE.name))
+    note = next(n for n in after.clocks if n.scope == f"node {NODE_B}")
+    assert note.offset_s == pytest.approx(40.654 + skew, abs=0.002)
+    moved_by(after, baseline(MULTINODE.name), 0.0, f"skew {skew}")  # corrected back onto the head's clock
+
+
+@pytest.mark.parametrize("zone_h", [8, -5, 5.5, 13])
+def test_a_host_in_another_zone_reads_its_epochs_as_local(zone_h, tmp_path):
+    """A run whose hosts keep local time UTC+N: abseil's crash-dump epochs stay UTC. The
+    worker's next stamp after a line may be that epoch: read as local it lands hours off,
+    so the host's zone is learned from the line that prints both clocks, and every time
+    stays inside the run's own span."""
+    copy_shifted(MULTINODE, tmp_path / "z", lambda path, line: (zone_h * 3600, 0.0))
+    after = analyze(*inputs_of(tmp_path / "z"))
+    assert story(after) == story(baseline(MULTINODE.name))
+    moved_by(after, baseline(MULTINODE.name), zone_h * 3600, f"UTC{zone_h:+}")
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_a_console_stripped_of_its_stamps_tells_the_same_story(name, tmp_path):
+    """The driver console saved without any time (a terminal scrollback with the prefixes
+    but not the stamps): its events lie between their neighbours' stamps, or nowhere, and
+    the story stays."""
+    folder = tmp_path / "s"
+    shutil.copytree(INCIDENTS / name, folder)
+    consoles = list(folder.rglob("driver-console.log"))
+    if not consoles:
+        pytest.skip("no driver console in this incident")
+    for console in consoles:
+        text = console.read_text(encoding="utf-8", errors="surrogateescape")
+        for pattern in (ISO, C10, VLLM):
+            text = pattern.sub("", text)
+        console.write_text(text, encoding="utf-8", errors="surrogateescape")
+    after = analyze(*inputs_of(folder))
+    before = baseline(name)
+    assert story(after)[:3] == story(before)[:3], name
+    in_order(after, before)
+
+
+# A UTC+N host whose torch (<= 2.3) prints its watchdog without a time: the only stamp after
+# the watchdog in its .err is abseil's UTC epoch; Ray's core-worker log prints the same
+# crash behind its own local stamp, which tells the zone.
+RAYLET = "[{kill} E 135782 135782] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 351e406b196f66bb45eaad02a3b8b4725babfa8cc12949432f7ad7d8, IP: 10.0.0.3) over the last time period.\n"
+ERR = (
+    "[E ProcessGroupNCCL.cpp:737] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=118, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n"
+    "*** SIGABRT received at time={epoch} on cpu 3 ***\n"
+    "PC: @     0x7f61d76969fc  (unknown)  pthread_kill\n"
+)
+CORE = "[{abort} E 895499 896718] logging.cc:484: *** SIGABRT received at time={epoch} on cpu 3 ***\n"
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_an_epoch_is_read_on_its_host_s_local_clock(seed, tmp_path):
+    rng = random.Random(seed)
+    zone = rng.choice(range(-12 * 60, 14 * 60 + 1, 30)) * 60  # seconds east of UTC
+    kill = datetime(2025, 1, 1) + timedelta(seconds=rng.randrange(0, 365 * 86400), milliseconds=117)
+    abort = kill + timedelta(seconds=rng.randrange(1, 60))
+    epoch = int((abort - timedelta(seconds=zone)).replace(tzinfo=timezone.utc).timestamp())
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    ms = lambda t: t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}"  # noqa: E731
+    (logs / "raylet.out").write_text(RAYLET.format(kill=ms(kill)))
+    (logs / "worker-11761f9a71a291fae4e4c0c7a5e6c469bd1700e910c0536ff2918ac7-01000000-895499.err").write_text(ERR.format(epoch=epoch))
+    (logs / "python-core-worker-11761f9a71a291fae4e4c0c7a5e6c469bd1700e910c0536ff2918ac7_895499.log").write_text(
+        CORE.format(abort=ms(abort), epoch=epoch)
+    )
+    diagnosis = analyze(str(tmp_path))
+    watchdog = next(e for e in diagnosis.events if e.kind == "watchdog_timeout")
+    assert watchdog.time is None and watchdog.time_latest == abort.replace(microsecond=0).isoformat()
+    assert [(i.root.kind, [e.kind for e in i.cascade]) for i in diagnosis.incidents] == [("ray_oom_summary", ["watchdog_timeout"])]
