@@ -57,10 +57,12 @@ def settle(events: list[Event], clues: list[Clue], inputs: list[Input]) -> list[
     """Put every event's time (and interval) on the run's clock, in place; what was corrected."""
     _borrow_year(events)
     clocks = _Clocks(clues, {i.path: i.node for i in inputs})
-    # the clock of each end of each event's time, before any time moves
-    clock_of = {id(e): (clocks.reading(e.time, *_stamped_by(e, 0))[0], clocks.reading(e.time_latest, *_stamped_by(e, 1))[0]) for e in events}
+    anchors = _anchors(events, clues, clocks)
+    # the clock of each end of each event's time, before any time moves (only asked when some clock may move)
+    clock_of = {id(e): (clocks.reading(e.time, *_stamped_by(e, 0))[0], clocks.reading(e.time_latest, *_stamped_by(e, 1))[0]) for e in events} if anchors else {}
     notes = _to_local(events, clocks)
-    notes += _deskew(events, clues, clocks, clock_of, _reference(events, inputs, clock_of))
+    if anchors:
+        notes += _deskew(events, anchors, clock_of, _reference(events, inputs, clock_of))
     return notes
 
 
@@ -201,12 +203,9 @@ def _reference(events: list[Event], inputs: list[Input], clock_of: dict[int, tup
 
 
 def _deskew(
-    events: list[Event], clues: list[Clue], clocks: _Clocks, clock_of: dict[int, tuple[str, str]], reference: str | None
+    events: list[Event], anchors: dict[str, list[tuple[str, datetime]]], clock_of: dict[int, tuple[str, str]], reference: str | None
 ) -> list[ClockNote]:
     """Clocks that run ahead or behind the reference, by their anchors; their events moved."""
-    anchors = _anchors(events, clues, clocks)
-    if not anchors:
-        return []
     # pairwise differences: (a, b) -> [time on b - time on a] over the occurrences both saw
     diffs: dict[tuple[str, str], list[float]] = defaultdict(list)
     what: dict[tuple[str, str], str] = {}

@@ -356,6 +356,21 @@ class Prefilter:
             return True
         return False
 
+    def first_end(self, data: bytes, pos: int, end: int) -> int | None:
+        """Where the match that ends first in data[pos:end] ends, if there is one (the scan
+        stops there: hyperscan reports matches in the order they end)."""
+        found: list[int] = []
+
+        def stop(_pattern: int, _from: int, to: int, _flags: int, _ctx: object) -> bool:
+            found.append(pos + to)
+            return True
+
+        try:
+            self.database.scan(memoryview(data)[pos:end], match_event_handler=stop)
+        except self.terminated:
+            pass
+        return found[0] if found else None
+
     def last_match(self, data: bytes, pos: int, end: int) -> tuple[int, int] | None:
         """(start, end) of the match in data[pos:end] that ends last, if there is one; the
         start is known only for a Prefilter made with `starts` (else it is `pos`)."""
@@ -413,6 +428,7 @@ _UPTIME_IN = re.compile(rb"\[ *(\d+\.\d{6})\] ")  # the kernel's seconds since b
 
 
 _STAMP_LINES = Prefilter([_STAMP_ANY.decode()], starts=True)
+_STAMP_ENDS = Prefilter([_STAMP_ANY.decode()])  # where a time ends only: no start to track, stops at the first
 
 
 def last_stamp(data: bytes, lo: int, hi: int) -> Stamp | None:
@@ -457,7 +473,14 @@ def first_stamp(data: bytes, lo: int, hi: int) -> tuple[Stamp | None, int]:
         stop = min(hi, start + width)
         if stop < hi:
             stop = data.find(b"\n", stop, hi) + 1 or hi
-        m = _STAMP_IN.search(data, start, stop)
+        if _STAMP_ENDS.usable:  # hyperscan stops at the first time; `re` reads that line
+            end = _STAMP_ENDS.first_end(data, start, stop)
+            m = None
+            if end is not None:
+                line = max(start, data.rfind(b"\n", start, end - 1) + 1)
+                m = _STAMP_AT.search(data, line, data.find(b"\n", end - 1, stop) + 1 or stop)
+        else:
+            m = _STAMP_IN.search(data, start, stop)
         if m is not None:
             return stamp_of_match(m), max(lo, data.rfind(b"\n", lo, m.start()) + 1)
         start, width = stop, width * 2

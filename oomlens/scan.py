@@ -40,6 +40,10 @@ MAX_BLOCK = 256 << 10  # a block never spans more bytes than this
 STAMP_WINDOW = 2048  # bytes searched back from a hit for its time, then twice as wide each try
 STAMPLESS = 1 << 16  # after this many bytes without a time, the next ones are asked at once where the next time is
 LOOK_AHEAD = 1 << 20  # how many (every match there is reported: hyperscan promises no order)
+# the ip of Ray's driver-side prefix `(Name pid=N, ip=X)` / `(raylet, ip=X)` (envelopes.toml),
+# read straight from raw bytes: a borrowed time asks it of every line that lends one
+PREFIX_IP = re.compile(rb"(?:pid=\w+|raylet|gcs_server), ip=([\d.:a-fA-F]+)\)")
+PREFIX_REACH = 256  # the prefix stands within a line's first bytes (colour codes, a collector's stamp)
 BACK_LINES = 40  # lines of context before a hit that a block may need (watch re-reads them)
 MAX_SKIPPED = 60  # other workers' lines skipped inside a block
 
@@ -544,8 +548,8 @@ class Scanner:
         if self.ctx.node is not None:
             return None
         start = _line_start(data, pos)
-        stop = data.find(b"\n", pos, self._end)
-        return peel(bytes(data[start : stop if stop >= 0 else self._end]).decode("utf-8", "replace")).ip
+        m = PREFIX_IP.search(data, start, min(self._end, start + PREFIX_REACH))
+        return m.group(1).decode() if m is not None and data.find(b"\n", start, m.start()) < 0 else None
 
     def _stamp_before(self, data: bytes, start: int) -> tuple[Stamp | None, str | None]:
         """The time of the nearest stamped line before `start` in this file.
