@@ -69,14 +69,18 @@ def readings(events: list[Event]) -> list[Reading]:
         reader = READERS.get(event.kind)
         if reader is not None:
             reader(event, out)
+    # a console's copy of a worker's line may not name its node where the worker's own file does
+    node_of = {e.pid: e.node for e in events if e.kind == "gpu_memory" and e.pid is not None and e.node is not None}
+    if node_of and any(r[1] is None and r[2] in node_of for r in out):
+        out = [(r[0], node_of[r[2]], *r[2:]) if r[1] is None and r[2] in node_of else r for r in out]
     return out
 
 
 def _one_copy(events: list[Event]) -> list[Event]:
-    """`events` minus the copies of a memory line that another file carries more often.
-    Most lines are in one file only: copies are counted only for lines in two, and only
-    looked for when some process has memory lines in two files (a line's process is part
-    of what identifies it)."""
+    """`events` minus the copies of a memory line that another file carries with a time, or
+    more often. Most lines are in one file only: copies are counted only for lines in two,
+    and only looked for when some process has memory lines in two files (a line's process
+    is part of what identifies it)."""
     files_of: dict[int | None, set[str]] = {}
     for event in events:
         if event.kind == "gpu_memory":
@@ -88,16 +92,20 @@ def _one_copy(events: list[Event]) -> list[Event]:
     shared = {line for line, path in lines if first_file.setdefault(line, path) != path}
     if not shared:
         return events
-    keep: dict[tuple, tuple[int, str]] = {}  # line -> (copies, path) of the file that keeps it
+    # line -> (copies with a time, copies, path) of the file that keeps it: a worker's .out
+    # may print no time at all where the driver console's copy lies between two stamps
+    keep: dict[tuple, tuple[int, int, str]] = {}
+    timed = Counter((_line_of(e), e.source.path) for e in events if e.kind == "gpu_memory" and (e.time or e.time_latest))
     for (line, path), count in Counter(pair for pair in lines if pair[0] in shared).items():
-        if line not in keep or (count, path) > keep[line]:
-            keep[line] = (count, path)
+        rank = (timed[line, path], count, path)
+        if line not in keep or rank > keep[line]:
+            keep[line] = rank
     kept: list[Event] = []
     memory_lines = iter(lines)
     for event in events:
         if event.kind == "gpu_memory":
             line, path = next(memory_lines)
-            if line in keep and keep[line][1] != path:
+            if line in keep and keep[line][2] != path:
                 continue
         kept.append(event)
     return kept

@@ -105,8 +105,14 @@ def test_every_reading_is_plotted_once(rendered):
         assert "timeline" not in figures
         return
     traces = memory_traces(figures["timeline"])
-    plotted = Counter(i for t in traces for i in t["customdata"])
-    assert plotted == Counter(s.event for s in readings), name
+    by_time = figures["timeline"]["layout"]["xaxis"].get("type") == "date"
+    by_id = {e.id: e for e in diagnosis.events}
+    placeable = [s for s in readings if not by_time or by_id[s.event].time or by_id[s.event].time_latest]
+    drawn = {(x, y) for t in traces for x, y in zip(t["x"], t["y"])}
+    place = report.Axis(diagnosis).of_sample
+    assert Counter(i for t in traces for i in t["customdata"]) == Counter(s.event for s in placeable), name
+    for s in placeable:  # every reading with a time (or an interval) is drawn where its time says
+        assert (place(s).x, round(s.bytes / report.GIB, 4)) in drawn, (name, s)
     assert all(len(t["x"]) == len(t["y"]) == len(t["customdata"]) for t in traces)
     names = [t["name"] for t in traces]
     assert len(names) == len(set(names)), f"{name}: two series share a legend name"
@@ -118,10 +124,10 @@ def test_failures_are_marked_on_the_timeline(rendered):
         return
     timeline = figures_of(page)["timeline"]
     by_time = timeline["layout"]["xaxis"].get("type") == "date"
-    placed = [e for e in failures(diagnosis) if e.time or not by_time]
+    placed = [e for e in failures(diagnosis) if e.time or e.time_latest or not by_time]
     expected = {NAMES[kind]: sorted(e.id for e in placed if e.kind == kind) for kind in {e.kind for e in placed}}
     assert {t["name"]: sorted(t["customdata"]) for t in event_traces(timeline)} == expected, name
-    roots = [i.root for i in diagnosis.incidents if i.root.time or not by_time]
+    roots = [i.root for i in diagnosis.incidents if i.root.time or i.root.time_latest or not by_time]
     assert len(timeline["layout"].get("shapes", [])) == len(roots)
 
 

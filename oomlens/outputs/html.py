@@ -23,6 +23,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -151,47 +152,103 @@ class Series:
 
 
 def series_of(readings: list[Sample]) -> list[Series]:
-    """Host memory per node and per process, GPU memory per node/rank/device/process, one
-    series per metric; a sample's label (the phase it was logged in) shows on hover."""
+    """Host memory per node and per process, GPU memory per node and process, one series per
+    metric; a sample's label (the phase it was logged in) shows on hover.
+
+    A process is one series whichever lines name it: a reading that names only its rank (or
+    its GPU) joins the process that rank or GPU belongs to on that node, when another
+    reading tells it. (Copies of one line in two files are one reading: timeline.samples.)"""
+    pid_of: dict[tuple, int] = {}
+    for s in readings:
+        if s.pid is not None:
+            for name, value in (("rank", s.rank), ("gpu", s.gpu)):
+                if value is not None:
+                    pid_of.setdefault((s.node, name, value), s.pid)
     found: dict[tuple, Series] = {}
     for s in readings:
+        pid = s.pid if s.pid is not None else pid_of.get((s.node, "rank", s.rank)) or pid_of.get((s.node, "gpu", s.gpu))
         if s.memory == "host" and s.label == "node":
             key: tuple = ("host", s.node, "node")
             name = f"host used · node {s.node or '?'}"
         elif s.memory == "host":
-            key = ("host", s.node, s.pid, s.metric)
-            name = " · ".join(p for p in (f"host {s.metric}", f"pid {s.pid}" if s.pid is not None else "", _short(s.process, 40), s.node or "") if p)
+            key = ("host", s.node, pid, s.metric)
+            name = " · ".join(p for p in (f"host {s.metric}", f"pid {pid}" if pid is not None else "", _short(s.process, 40), s.node or "") if p)
         else:
-            key = ("gpu", s.node, s.rank, s.gpu, s.pid, s.metric)
-            where = [f"rank {s.rank}" if s.rank is not None else "", f"GPU {s.gpu}" if s.gpu is not None else "", f"pid {s.pid}" if s.pid is not None else ""]
+            key = ("gpu", s.node, pid, s.metric) if pid is not None else ("gpu", s.node, s.rank, s.gpu, s.metric)
+            where = [f"rank {s.rank}" if s.rank is not None else "", f"GPU {s.gpu}" if s.gpu is not None else "", f"pid {pid}" if pid is not None else ""]
             name = " · ".join(p for p in (f"GPU {s.metric}", *where, _short(s.process, 40), s.node or "") if p)
         found.setdefault(key, Series(name, s.memory)).readings.append(s)
     return list(found.values())
 
 
-class Axis:
-    """Where things go along x: their time when every memory reading carries its own (and
-    something has a time at all), else their place in the event list (log order). A reading
-    with no time, or only the time of a line near it (a lower bound), cannot be put on a
-    clock without drawing a false story."""
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a reading or failure goes along x, and how sure that is."""
 
-    def __init__(self, diagnosis: Diagnosis, readings: list[Sample]) -> None:
-        by_id = {e.id: e for e in diagnosis.events}
-        own_times = all(s.time and not by_id[s.event].time_inferred for s in readings)
-        self.by_time = own_times and (bool(readings) or any(e.time for e in diagnosis.events))
+    x: Any
+    minus: float = 0.0  # how far before x it may have been (ms on a time axis)
+    plus: float = 0.0  # how far after
+    inferred: bool = False  # its line printed no time: x is the middle of its interval
+
+
+class Axis:
+    """Where things go along x: their time, whenever anything in the logs has one. A reading
+    or failure whose line printed no time lies between the stamps before and after it,
+    drawn hollow with that interval as a grey segment; the lines that share one interval
+    are spread over it in their order in the log. Only when nothing at all has a time is x
+    the place in the event list (log order). Log order, and the training step where veRL
+    printed its steps, are other views of the same figure."""
+
+    def __init__(self, diagnosis: Diagnosis) -> None:
+        self.events = {e.id: e for e in diagnosis.events}
+        self.by_time = any(e.time or e.time_latest for e in diagnosis.events)
         self.order = {e.id: n for n, e in enumerate(diagnosis.events, 1)}
+        self.step: dict[str, int] = {}  # event id -> the last training step printed at or before it
+        last = None
+        for event in diagnosis.events:
+            if event.kind == "gpu_memory" and event.fields.get("step") is not None:
+                last = event.fields["step"]
+            if last is not None:
+                self.step[event.id] = last
+        self.within: dict[str, float] = {}  # event id -> its place in its interval, 0..1, by log order
+        sharing: dict[tuple[str, str], list[Event]] = {}
+        for event in diagnosis.events:
+            if (event.time_inferred or event.time is None) and event.time and event.time_latest:
+                sharing.setdefault((event.time, event.time_latest), []).append(event)
+        for group in sharing.values():
+            group.sort(key=lambda e: (e.source.path, e.source.line))
+            for i, event in enumerate(group, 1):
+                self.within[event.id or ""] = i / (len(group) + 1)
 
     @property
     def title(self) -> str:
-        return "time" if self.by_time else "event number (log order: not every memory reading has a timestamp of its own)"
+        return "time" if self.by_time else "event number (log order: no line in these logs prints a time)"
 
-    def of_sample(self, s: Sample) -> Any:
-        return s.time.replace("T", " ") if self.by_time and s.time else self.order.get(s.event)
+    def of_sample(self, s: Sample) -> Place | None:
+        return self.of_event(self.events[s.event]) if s.event in self.events else None
 
-    def of_event(self, e: Event) -> Any:
-        if self.by_time:
-            return e.time.replace("T", " ") if e.time else None
-        return self.order.get(e.id)
+    def of_event(self, e: Event) -> Place | None:
+        if not self.by_time:
+            return Place(self.order.get(e.id))
+        if e.time and not e.time_inferred:
+            return Place(_shown(e.time))
+        early, late = e.time, e.time_latest
+        if early is None or late is None:  # one end only (or none): the point stands there
+            return Place(_shown(early or late), inferred=True) if early or late else None
+        a, b = datetime.fromisoformat(early), datetime.fromisoformat(late)
+        at = a + (b - a) * self.within.get(e.id or "", 0.5)
+        return Place(_shown(at.isoformat(timespec="milliseconds")), (at - a).total_seconds() * 1000, (b - at).total_seconds() * 1000, True)
+
+    def step_of(self, event_id: str | None) -> int | None:
+        return self.step.get(event_id or "")
+
+
+def _shown(time: str) -> str:
+    return time.replace("T", " ")
+
+
+def _xs(places: list[Place | None]) -> list[Any]:
+    return [p.x if p is not None else None for p in places]
 
 
 def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
@@ -199,10 +256,11 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    readings = samples(diagnosis.events)
-    axis = Axis(diagnosis, readings)
+    axis = Axis(diagnosis)
+    all_readings = samples(diagnosis.events)
+    readings = [s for s in all_readings if axis.of_sample(s) is not None]
     all_series = series_of(readings)
-    by_id = {e.id: e for e in diagnosis.events}
+    by_id = axis.events
     failures = [e for e in diagnosis.events if e.kind != "gpu_memory"]
     placed = [e for e in failures if axis.of_event(e) is not None]
     rows = [m for m in ("host", "gpu") if any(s.memory == m for s in all_series)] + (["events"] if placed else [])
@@ -214,20 +272,36 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.06,
         row_heights=[heights[r] for r in rows], subplot_titles=[titles[r] for r in rows],
     )
-    xs = [axis.of_sample(s) for s in readings] + [axis.of_event(e) for e in placed]
-    xs = [x for x in xs if x is not None]
+    xs = [axis.of_sample(s).x for s in readings] + [axis.of_event(e).x for e in placed]
     span = _span(xs, axis.by_time)
+    steps: list[list[Any]] = []  # each trace's x on the training-step axis, in trace order
+    orders: list[list[Any]] = []  # and in log order
+    shown_interval = False
     for one in sorted(all_series, key=lambda one: one.memory != "host"):  # host first, as the rows
         row = rows.index(one.memory) + 1
         points = downsample(one.readings, lambda s: s.bytes)  # in event order: by time, or log order
+        places = [axis.of_sample(s) for s in points]
         fig.add_trace(
             go.Scatter(
-                x=[axis.of_sample(s) for s in points], y=[round(s.bytes / GIB, 4) for s in points],
+                x=_xs(places), y=[round(s.bytes / GIB, 4) for s in points],
                 name=plain(one.name), legendgroup=one.memory, mode="lines+markers" if len(points) <= MARKERS_UP_TO else "lines",
-                hovertext=[_sample_hover(s, by_id.get(s.event)) for s in points], hoverinfo="text", customdata=[s.event for s in points],
+                marker=_marker(places),
+                hovertext=[_sample_hover(s, by_id.get(s.event), p) for s, p in zip(points, places)], hoverinfo="text",
+                customdata=[s.event for s in points],
             ),
             row=row, col=1,
         )
+        steps.append([axis.step_of(s.event) for s in points])
+        orders.append([axis.order.get(s.event) for s in points])
+        spans = _intervals(places, [round(s.bytes / GIB, 4) for s in points])
+        if spans:
+            fig.add_trace(go.Scatter(**spans, name="interval of a line without its own time", legendgroup="intervals",
+                                     showlegend=not shown_interval, hoverinfo="skip"), row=row, col=1)
+            shown_interval = True
+            steps.append([None] * len(spans["x"]))
+            orders.append([None] * len(spans["x"]))
+    step_span = _span([x for xs_ in steps for x in xs_ if x is not None] + [axis.step_of(e.id) for e in placed if axis.step_of(e.id) is not None], False)
+    order_span = _span([axis.order[s.event] for s in readings] + [axis.order[e.id] for e in placed], False)
     for name, memory, gib, dash in _limits(diagnosis, readings):
         fig.add_trace(
             go.Scatter(
@@ -237,25 +311,33 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
             ),
             row=rows.index(memory) + 1, col=1,
         )
+        steps.append(step_span)
+        orders.append(order_span)
     if placed:
         row = rows.index("events") + 1
         for kind in sorted({e.kind for e in placed}, key=FAILURE_ORDER.index):
             of_kind = [e for e in placed if e.kind == kind]
+            places = [axis.of_event(e) for e in of_kind]
             symbol, colour = KIND_STYLE[kind]
             fig.add_trace(
                 go.Scatter(
-                    x=[axis.of_event(e) for e in of_kind], y=[NAMES[kind]] * len(of_kind), name=NAMES[kind],
-                    legendgroup="events", mode="markers", marker={"symbol": symbol, "color": colour, "size": 12, "line": {"width": 1}},
+                    x=_xs(places), y=[NAMES[kind]] * len(of_kind), name=NAMES[kind],
+                    legendgroup="events", mode="markers",
+                    marker={"symbol": symbol, "color": colour, "size": 12, "line": {"width": 1}, "opacity": [0.45 if p.inferred else 1.0 for p in places]},
                     hovertext=[_event_hover(e) for e in of_kind], hoverinfo="text", customdata=[e.id for e in of_kind],
                 ),
                 row=row, col=1,
             )
+            steps.append([axis.step_of(e.id) for e in of_kind])
+            orders.append([axis.order.get(e.id) for e in of_kind])
         fig.update_yaxes(type="category", row=row, col=1)
+    shapes = []
     for incident in diagnosis.incidents:
-        x = axis.of_event(incident.root)
-        if x is not None:
-            fig.add_shape(type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="paper", line={"color": "#d62728", "width": 1, "dash": "dot"})
-            fig.add_annotation(x=x, y=1.0, yref="paper", xref="x", text=plain(f"{incident.id}: {NAMES[incident.root.kind]}"), showarrow=False, yanchor="bottom", font={"color": "#d62728", "size": 11})
+        place = axis.of_event(incident.root)
+        if place is not None:
+            fig.add_shape(type="line", x0=place.x, x1=place.x, xref="x", y0=0, y1=1, yref="paper", line={"color": "#d62728", "width": 1, "dash": "dot"})
+            fig.add_annotation(x=place.x, y=1.0, yref="paper", xref="x", text=plain(f"{incident.id}: {NAMES[incident.root.kind]}"), showarrow=False, yanchor="bottom", font={"color": "#d62728", "size": 11})
+            shapes.append((place.x, axis.step_of(incident.root.id), axis.order.get(incident.root.id)))
     fig.update_xaxes(title_text=axis.title, row=len(rows), col=1)
     if axis.by_time:
         fig.update_xaxes(type="date")
@@ -266,18 +348,70 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         hovermode="closest", template="plotly_white", legend={"font": {"size": 11}},
         hoverlabel={"align": "left", "font": {"family": "monospace", "size": 11}},
     )
-    left_out = len(failures) - len(placed)
-    note = f"{left_out} failure event(s) have no time and are only in the table below." if left_out else ""
-    return fig.to_plotly_json(), note
+    if axis.by_time:
+        views = [("log order", orders, "event number (log order)", [order for _, _, order in shapes])]
+        if axis.step:
+            views.insert(0, ("training step", steps, "training step (the last step:N printed before)", [step for _, step, _ in shapes]))
+        _views(fig, views, len(rows), [time for time, _, _ in shapes])
+    notes = []
+    if left_out := len(failures) - len(placed):
+        notes.append(f"{left_out} failure event(s) have no time and are only in the table below.")
+    if unplaced := len(all_readings) - len(readings):
+        notes.append(f"{unplaced} memory reading(s) have no time (no stamp before or after them in their file) and are not drawn.")
+    if any(axis.of_event(e).inferred for e in [*placed, *(by_id[s.event] for s in readings)]):
+        notes.append("Hollow points are on lines that print no time: each lies between the stamps before and after it in its file"
+                     " (the grey segment), lines that share those stamps spread over it in log order.")
+    if after_last := sum(1 for s in readings if by_id[s.event].time_latest is None and (by_id[s.event].time_inferred or by_id[s.event].time is None)):
+        notes.append(f"{after_last} reading(s) come after the last time their file prints and stand at that time: 'log order' shows them apart.")
+    notes += [f"Clock: {note.sentence()}." for note in diagnosis.clocks]
+    return fig.to_plotly_json(), " ".join(notes)
+
+
+def _marker(places: list[Place | None]) -> dict[str, Any]:
+    """Filled points where the line printed its time, hollow where it lies in an interval."""
+    return {"symbol": ["circle-open" if p is not None and p.inferred else "circle" for p in places]}
+
+
+def _intervals(places: list[Place | None], ys: list[float]) -> dict[str, Any] | None:
+    """The interval of each point whose line printed no time, as thin segments from the
+    stamp before it to the stamp after it (one trace: segments apart by gaps)."""
+    xs: list[Any] = []
+    levels: list[Any] = []
+    for place, y in zip(places, ys):
+        if place is not None and (place.minus or place.plus):
+            middle = datetime.fromisoformat(place.x)
+            xs += [str(middle - timedelta(milliseconds=place.minus)), str(middle + timedelta(milliseconds=place.plus)), None]
+            levels += [y, y, None]
+    if not xs:
+        return None
+    return {"x": xs, "y": levels, "mode": "lines", "line": {"width": 1, "color": "rgba(120,120,120,0.45)"}}
+
+
+def _views(fig: Any, views: list[tuple[str, list[list[Any]], str, list[Any]]], rows: int, roots: list[Any]) -> None:  # noqa: ANN401 - a plotly Figure
+    """Buttons that put the x axis on time (the figure as drawn) or on another view: (label,
+    every trace's x, axis title, each root's x). Lines that print no time keep their order
+    in log order, where an interval hides it; the training step is what veRL users count in."""
+    axis = f"xaxis{rows if rows > 1 else ''}"
+
+    def button(label: str, xs: list[list[Any]], title: str, marks: list[Any], kind: str) -> dict[str, Any]:
+        layout: dict[str, Any] = {f"{axis}.title.text": title, "xaxis.type": kind}
+        for j, x in enumerate(marks):  # each root's line and label; the subplot titles are the first annotations
+            layout.update({f"shapes[{j}].x0": x, f"shapes[{j}].x1": x, f"annotations[{rows + j}].x": x})
+        return {"label": label, "method": "update", "args": [{"x": xs}, layout]}
+
+    times = [list(trace.x) if trace.x is not None else [] for trace in fig.data]
+    buttons = [button("time", times, "time", roots, "date")] + [button(label, xs, title, marks, "linear") for label, xs, title, marks in views]
+    fig.update_layout(
+        updatemenus=[{"type": "buttons", "direction": "right", "x": 0, "y": 1.12, "xanchor": "left", "yanchor": "bottom", "showactive": True, "buttons": buttons}]
+    )
 
 
 def _span(xs: list[Any], by_time: bool) -> list[Any]:
     """Both ends of the x axis, so limits draw as lines even when everything is one instant."""
+    xs = [x for x in xs if x is not None]
     if not xs:
         return []
     if by_time:
-        from datetime import datetime, timedelta
-
         low, high = min(xs), max(xs)
         if low == high:
             moment = datetime.fromisoformat(low)
@@ -306,12 +440,15 @@ def _limits(diagnosis: Diagnosis, readings: list[Sample]) -> list[tuple[str, str
     return list(limits.values())
 
 
-def _sample_hover(s: Sample, event: Event | None) -> str:
+def _sample_hover(s: Sample, event: Event | None, place: Place | None = None) -> str:
+    when = _clock(s.time)
+    if event is not None and place is not None and place.inferred:
+        when = f"between {_clock(event.time)} and {_clock(event.time_latest)} (its line prints no time)"
     lines = [
         f"{_gib(s.bytes)} GiB {s.memory} {s.metric}" + (f" of {_gib(s.total_bytes)} GiB" if s.total_bytes else ""),
         s.label or "",
         " ".join(p for p in (f"pid {s.pid}" if s.pid is not None else "", s.process or "", f"node {s.node}" if s.node else "") if p),
-        _clock(s.time),
+        when,
         f"{event.id} · {_source(event)}" if event else "",
     ]
     return "<br>".join(plain(_short(line, HOVER_WIDTH)) for line in lines if line)
