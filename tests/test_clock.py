@@ -240,3 +240,68 @@ def test_an_epoch_is_read_on_its_host_s_local_clock(seed, tmp_path):
     watchdog = next(e for e in diagnosis.events if e.kind == "watchdog_timeout")
     assert watchdog.time is None and watchdog.time_latest == abort.replace(microsecond=0).isoformat()
     assert [(i.root.kind, [e.kind for e in i.cascade]) for i in diagnosis.incidents] == [("ray_oom_summary", ["watchdog_timeout"])]
+
+
+# -- every fixture: a time or an interval, inside the run's span; multi-node reports in order --
+
+from conftest import fixture_inputs  # noqa: E402
+from oomlens.lines import _STAMP_IN, first_stamp, stamp_of_match  # noqa: E402
+from oomlens.outputs import html as report  # noqa: E402
+from oomlens.sources import discover  # noqa: E402
+
+ALL = fixture_inputs()
+
+
+def _stamps_in(path: str) -> bool:
+    data = Path(path).read_bytes()
+    return first_stamp(data, 0, len(data))[0] is not None
+
+
+def _first_and_last(path: str, year: int | None) -> list[float]:
+    """The first and last time a file prints (with the run's year where it prints none), of
+    those that print no zone."""
+    data = Path(path).read_bytes()
+    found = []
+    for m in _STAMP_IN.finditer(data):
+        stamp = stamp_of_match(m)
+        if stamp.zone is None and (stamp.year or year):
+            found.append(seconds(stamp.iso(year)))
+    return [min(found), max(found)] if found else []
+
+
+@pytest.mark.parametrize("where", ALL, ids=[p.name if p.is_file() else p.parent.name + "/" + p.name for p in ALL])
+def test_every_event_has_its_time_or_an_interval_inside_the_run(where):
+    """An event's time is its own line's, or an interval between the stamps around it,
+    whenever its file prints any time at all; and every time lies within the run's own span
+    (the first and last time its files print, widened by the clocks the correlator moved)."""
+    diagnosis = analyze(str(where))
+    stamped = {item.path for item in discover([str(where)]) if item.file and _stamps_in(item.path)}
+    years = [int(t[:4]) for e in diagnosis.events for t in (e.time, e.time_latest) if t]
+    own = [t for path in stamped for t in _first_and_last(path, max(set(years), key=years.count) if years else None)]
+    slack = max([abs(n.offset_s) for n in diagnosis.clocks], default=0.0) + 1.0
+    for event in diagnosis.events:
+        if any(source.path in stamped for source in event.sources):  # a log that prints no year keeps "MM-DDTHH:MM:SS"
+            f = event.fields
+            assert event.time or event.time_latest or f.get("local_time") or f.get("local_time_latest"), (event.kind, event.source)
+        if own:
+            for time in (event.time, event.time_latest):
+                if time:
+                    assert min(own) - slack <= seconds(time) <= max(own) + slack, (event.kind, event.source, time)
+
+
+MULTI_NODE = [name for name in SCENARIOS if len({i.node for i in discover([inputs_of(INCIDENTS / name)[0]]) if i.node}) > 1]
+
+
+@pytest.mark.parametrize("name", MULTI_NODE)
+def test_a_multi_node_report_shows_root_before_cascade_on_a_time_axis_with_skew_named(name):
+    diagnosis = baseline(name)
+    figure, note = report.timeline_figure(diagnosis)
+    assert figure["layout"]["xaxis"]["type"] == "date"
+    marks = {i: x for t in figure["data"] if t.get("legendgroup") == "events" for i, x in zip(t["customdata"], t["x"])}
+    for incident in diagnosis.incidents:
+        root = marks[incident.root.id]
+        for event in incident.cascade:
+            if event.id in marks and not event.time_inferred:
+                assert marks[event.id] >= root or seconds(root.replace(" ", "T")) - seconds(marks[event.id].replace(" ", "T")) <= lead(diagnosis)
+    for clock in diagnosis.clocks:
+        assert clock.sentence() in note
