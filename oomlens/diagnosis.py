@@ -265,6 +265,9 @@ def summary(incident: Incident) -> str:
     """One sentence a person reads first."""
     root, f = incident.root, incident.root.fields
     at = f" at {root.time.replace('T', ' ')}" if root.time else ""
+    if root.time_inferred or root.time is None:  # its line prints no time: say what is known, no more
+        early, late = (t.replace("T", " ") if t else None for t in (root.time, root.time_latest))
+        at = f" between {early} and {late}" if early and late else f" after {early}" if early else f" before {late}" if late else ""
     node = f" on node {root.node}" if root.node else ""
     if root.kind == "ray_oom_kill":
         usage = f"{_gib(f.get('node_used_bytes'))}/{_gib(f.get('node_total_bytes'))} GiB" if f.get("node_used_bytes") else "usage not shown"
