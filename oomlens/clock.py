@@ -47,7 +47,8 @@ class ClockNote:
     events: int  # events moved
 
     def sentence(self) -> str:
-        return f"{self.scope} clock {self.offset_s:+.1f} s, corrected ({self.how}; {self.events} event(s) moved)"
+        hours = f" ({self.offset_s / 3600:+.2f} h)" if abs(self.offset_s) >= 3600 else ""
+        return f"{self.scope} clock {self.offset_s:+.1f} s{hours}, corrected ({self.how}; {self.events} event(s) moved)"
 
     def to_dict(self) -> dict[str, object]:
         return {"scope": self.scope, "offset_s": round(self.offset_s, 3), "how": self.how, "events": self.events}
@@ -62,7 +63,8 @@ def settle(events: list[Event], clues: list[Clue], inputs: list[Input]) -> list[
     clock_of = {id(e): (clocks.reading(e.time, *_stamped_by(e, 0))[0], clocks.reading(e.time_latest, *_stamped_by(e, 1))[0]) for e in events} if anchors else {}
     notes = _to_local(events, clocks)
     if anchors:
-        notes += _deskew(events, anchors, clock_of, _reference(events, inputs, clock_of))
+        placed = _deskew(events, anchors, clock_of, _reference(events, inputs, clock_of))
+        notes = [n for n in notes if n.scope not in {p.scope for p in placed}] + placed  # "shown in UTC" no more
     return notes
 
 
@@ -99,19 +101,21 @@ class _Clocks:
         self.nodes = nodes
         self.zones = self._zones(clues)
 
-    def domain(self, path: str, node: str | None) -> str:
+    def domain(self, path: str, node: str | None, zoned: bool = False) -> str:
         """The clock a line was stamped with: its file's node, else the node its prefix
-        names, else the file's own."""
-        node = self.nodes.get(path) or node
+        names, else the file's own. A time printed with its zone in a file of no node is
+        the file's: a collector stamped every line of it (docker logs -t, kubectl, a CI),
+        whichever node the line came from."""
+        node = self.nodes.get(path) or (None if zoned else node)
         return f"node {node}" if node else path
 
     def reading(self, time: str | None, path: str, node: str | None) -> tuple[str, datetime | None]:
         """(clock, naive local time) of a time printed in `path`: a zoned time moves to its
         host's local time, or stays UTC on a clock of its own when no line tells the zone."""
-        domain = self.domain(path, node)
         if time is None:
-            return domain, None
+            return self.domain(path, node), None
         t = datetime.fromisoformat(time)
+        domain = self.domain(path, node, t.tzinfo is not None)
         if t.tzinfo is None:
             return domain, t
         utc = t.astimezone(timezone.utc).replace(tzinfo=None)
@@ -147,8 +151,9 @@ def _to_local(events: list[Event], clocks: _Clocks) -> list[ClockNote]:
             value = getattr(event, attr)
             if _aware(value):
                 path, node = _stamped_by(event, end)
-                setattr(event, attr, iso(clocks.reading(value, path, node)[1]))
-                domain = clocks.domain(path, node)
+                domain, local = clocks.reading(value, path, node)
+                setattr(event, attr, iso(local))
+                domain = domain.removesuffix(" (UTC)")
         moved[domain, clocks.zone(domain)] += 1
     notes = []
     for (domain, offset), count in sorted(moved.items(), key=str):

@@ -353,9 +353,20 @@ def _identity(event: Event) -> tuple | None:
 
 
 def _seconds(time: str) -> float:
-    from datetime import datetime
+    """Seconds of an ISO time; one printed without a zone is read as it stands (as if UTC),
+    never in the zone of the machine oomlens runs on."""
+    from datetime import datetime, timezone
 
-    return datetime.fromisoformat(time).timestamp()
+    t = datetime.fromisoformat(time)
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _zoned(time: str) -> bool:
+    return time.endswith("Z") or time[-6:-5] in ("+", "-")
+
+
+ZONE_STEP_S = 15 * 60  # UTC offsets are whole quarter hours,
+ZONES_S = (-12 * 3600, 14 * 3600)  # from UTC-12 to UTC+14
 
 
 def _close_in_time(a: Event, b: Event) -> bool:
@@ -370,6 +381,15 @@ def _gap(a: Event, b: Event) -> float | None:
     if a.time is None or b.time is None or (a.time_inferred and b.time_inferred):
         return 0.0
     ta, tb = _seconds(a.time), _seconds(b.time)
+    if _zoned(a.time) != _zoned(b.time):
+        # one printed its zone, the other its host's local time, whose offset is not known
+        # yet (clock.py learns it from these very reports): any whole-quarter-hour offset
+        # may lie between them
+        if a.time_inferred or b.time_inferred:
+            return None
+        local_minus_utc = tb - ta if _zoned(a.time) else ta - tb
+        offset = min(max(round(local_minus_utc / ZONE_STEP_S) * ZONE_STEP_S, ZONES_S[0]), ZONES_S[1])
+        return abs(local_minus_utc - offset)
     if a.time_inferred:
         return 0.0 if tb >= ta - FOLD_WINDOW_S else None
     if b.time_inferred:
@@ -385,8 +405,7 @@ def _time_rank(event: Event) -> tuple[bool, bool, bool, int]:
     """A time read on the event's own line beats one inferred from a neighbour; finer beats
     coarser (milliseconds are 4 characters more; a zone, 6); the host's local time beats UTC."""
     time = event.time or ""
-    zoned = time.endswith("Z") or time[-6:-5] in ("+", "-")
-    return (event.time is not None, not event.time_inferred, not zoned, len(time))
+    return (event.time is not None, not event.time_inferred, not _zoned(time), len(time))
 
 
 def _absorb(kept: Event, new: Event) -> None:

@@ -14,7 +14,7 @@ import itertools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from .events import Event
@@ -201,8 +201,10 @@ READERS: dict[str, Callable[[Event, list[Reading]], None]] = {
 @functools.lru_cache(maxsize=1 << 16)
 def epoch(time: str) -> float:
     """Seconds of an ISO time, cached: the clock, the trends and the incidents ask for the
-    same times, tens of thousands of them in a long run (bounded: `oomlens watch` runs for days)."""
-    return datetime.fromisoformat(time).timestamp()
+    same times, tens of thousands of them in a long run (bounded: `oomlens watch` runs for days).
+    A time without a zone (all of them, once clock.settle has run) is read as it stands,
+    never in the zone of the machine oomlens runs on (its DST would move hours)."""
+    return datetime.fromisoformat(time).replace(tzinfo=timezone.utc).timestamp()
 
 
 SERIES = ((1, "used"), (2, "allocated"))  # a memory line's sizes that form series, by column; the other readings are points in time

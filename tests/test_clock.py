@@ -305,3 +305,31 @@ def test_a_multi_node_report_shows_root_before_cascade_on_a_time_axis_with_skew_
                 assert marks[event.id] >= root or seconds(root.replace(" ", "T")) - seconds(marks[event.id].replace(" ", "T")) <= lead(diagnosis)
     for clock in diagnosis.clocks:
         assert clock.sentence() in note
+
+
+SESSION = FIXTURES / "sessions" / "ray2.60-b-rl-actor-oom"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_console_a_collector_stamped_in_utc_is_placed_on_the_run_s_clock(seed, tmp_path):
+    """The driver console saved with `docker logs -t`: every line behind a UTC stamp, in a
+    run whose hosts keep local time UTC+N. No line prints both clocks; the OOM kill seen in
+    the console and in raylet.out ties the console's clock to the node's, and the story is
+    the untouched session's."""
+    rng = random.Random(seed)
+    zone = rng.choice([z for z in range(-12 * 60, 14 * 60 + 1, 30) if abs(z) >= 60]) * 60
+    folder = tmp_path / "s"
+    shutil.copytree(SESSION, folder)
+    console = folder / "driver-console.log"
+    local = datetime(2026, 11, 22, 3, 37)
+    lines = []
+    for i, line in enumerate(console.read_text(encoding="utf-8", errors="surrogateescape").splitlines(keepends=True)):
+        if m := ISO.search(line):
+            local = datetime(*map(int, m.group(1, 2, 3, 5, 6, 7)), _micro(m.group(9)))
+        utc = local - timedelta(seconds=zone) + timedelta(milliseconds=i)
+        lines.append(utc.strftime("%Y-%m-%dT%H:%M:%S.%f") + "123Z " + line)
+    console.write_text("".join(lines), encoding="utf-8", errors="surrogateescape")
+    before, after = analyze(str(SESSION)), analyze(str(folder))
+    assert story(after) == story(before)
+    note = next(n for n in after.clocks if n.scope.startswith(str(console)))
+    assert note.offset_s == pytest.approx(-zone, abs=30)
