@@ -99,34 +99,50 @@ class Family:
 
 
     def _parse_shape(self, text: str) -> tuple[Any, bool]:
-        """Parse once per line shape (every digit read as 0) and reuse the tree, its numbers
-        read again from each line: memory lines come by the hundred thousand, in a few
-        shapes. Digit-for-digit masking keeps every token's position, so the refill is exact."""
-        shape = text.encode("utf-8", "surrogatepass").translate(TO_ZERO)
+        """Parse once per line shape and reuse the tree, its numbers read again from each
+        line: memory lines come by the hundred thousand. A shape is the line with every
+        number (any width, sign, fraction or exponent) written as one `0`, so a metric that
+        prints `-1.2e-05` on one step and `0.37` on the next keeps its shape; each number
+        goes back into the token that held its place, by its order in the line."""
+        numbers = [m.group(0) for m in NUMBER_RUN.finditer(text)]
+        shape = NUMBER_RUN.sub(_placeholder, text)
         cached = self.shapes.get(shape)
         if cached is None:
             if len(self.shapes) >= MAX_SHAPES:
                 self.shapes.clear()
-            tree, complete = parse_prefix(self.parser, shape.decode("utf-8", "surrogatepass"))
-            cached = self.shapes[shape] = (None if tree is None else self._compile(tree), complete)
+            tree, complete = parse_prefix(self.parser, shape)
+            cached = self.shapes[shape] = (None if tree is None else self._compile(tree, shape), complete)
         plan, complete = cached
         if plan is None or not complete:  # a cut line: its own parse, its own prefix
             tree, complete = parse_prefix(self.parser, text)
             return ([] if tree is None else self.transformer.transform(tree)), complete
-        return plan(text), complete
+        return plan(numbers), complete
 
-    def _compile(self, tree: Tree) -> Callable[[str], Any] | None:
-        """A shape's tree made one function of the line: each rule's Transformer method called
-        on its children, tokens with a digit read again from the line (a token without one is
-        the same in every line), as lark's Transformer would. Written out as one expression,
-        it costs a third less than walking the tree at every line (the families use plain
-        rule methods). Nothing of the line goes into the code: kept tokens and methods are
-        passed by name. A tree too deep to write out has no plan; its lines parse one by one."""
-        names: dict[str, Any] = {"Tree": Tree, "read": _Refilled.read}
+    def _compile(self, tree: Tree, shape: str) -> Callable[[list[str]], Any] | None:
+        """A shape's tree made one function of the line's numbers: each rule's Transformer
+        method called on its children, a token that held numbers written again with the
+        line's (a token without one is the same in every line), as lark's Transformer would.
+        Written out as one expression, it costs a third less than walking the tree at every
+        line (the families use plain rule methods). Nothing of the line goes into the code:
+        kept tokens and methods are passed by name. A tree too deep to write out has no
+        plan; its lines parse one by one."""
+        names: dict[str, Any] = {"Tree": Tree, "read": _Refilled.read, "fill": _Refilled.fill}
+        places = [m.span() for m in NUMBER_RUN.finditer(shape)]  # where each number stands in the shape
 
         def expression(node: Any) -> str:
-            if isinstance(node, Token) and "0" in node:
-                return f"read(line, {node.start_pos}, {node.end_pos}, {str(node.type)!r})"
+            if isinstance(node, Token) and (node.start_pos is None or node.end_pos is None):
+                if "0" in node:  # where it stood is not known: its numbers cannot be put back
+                    raise SyntaxError("a token without its place")
+            elif isinstance(node, Token):
+                inside = [i for i, (a, b) in enumerate(places) if node.start_pos <= a and b <= node.end_pos]
+                if len(inside) == 1 and places[inside[0]] == (node.start_pos, node.end_pos):
+                    return f"read(numbers, {inside[0]}, {str(node.type)!r})"  # the token is the number
+                if inside:
+                    spans = [(a - node.start_pos, b - node.start_pos) for a, b in (places[i] for i in inside)]
+                    ends = [0] + [b for _, b in spans]
+                    pieces = [str(node)[ends[k] : a] for k, (a, _) in enumerate(spans)] + [str(node)[ends[-1] :]]
+                    names[f"k{len(names)}"] = (tuple(pieces), tuple(inside))
+                    return f"fill(numbers, k{len(names) - 1}, {str(node.type)!r})"
             if not isinstance(node, Tree):
                 names[f"k{len(names)}"] = node
                 return f"k{len(names) - 1}"
@@ -136,7 +152,7 @@ class Family:
             return f"m{len(names) - 1}([{children}])" if method is not None else f"Tree(m{len(names) - 1}, [{children}])"
 
         try:
-            return eval(f"lambda line: {expression(tree)}", names)  # noqa: S307 - code made from the grammar's tree alone
+            return eval(f"lambda numbers: {expression(tree)}", names)  # noqa: S307 - code made from the grammar's tree alone
         except (SyntaxError, RecursionError, MemoryError):
             return None
 
@@ -149,12 +165,29 @@ class _Refilled(str):
     type: str
 
     @classmethod
-    def read(cls, line: str, start: int, end: int, type_: str) -> _Refilled:
-        refilled = cls(line[start:end])
+    def read(cls, numbers: list[str], index: int, type_: str) -> _Refilled:
+        refilled = cls(numbers[index])
+        refilled.type = type_
+        return refilled
+
+    @classmethod
+    def fill(cls, numbers: list[str], template: tuple[tuple[str, ...], tuple[int, ...]], type_: str) -> _Refilled:
+        """A token with numbers inside other text (a label that counts something)."""
+        pieces, which = template
+        text = pieces[0] + "".join(numbers[i] + piece for i, piece in zip(which, pieces[1:]))
+        refilled = cls(text)
         refilled.type = type_
         return refilled
 
 
+# A number as the shape cache sees it: any width, not glued behind a letter, a digit or a
+# dot (`gpu0`, `fp16` and the tail of an IP stay as written). Its form (sign, fraction,
+# exponent) stays in the shape: a grammar may take an integer where it refuses a fraction.
+NUMBER_RUN = re.compile(r"(?<![A-Za-z_\d.])(-?)\d+(\.\d+)?([eE][-+]?\d+)?")
+
+
+def _placeholder(m: re.Match[str]) -> str:
+    return f"{m.group(1)}{'0.0' if m.group(2) else '0'}{'e0' if m.group(3) else ''}"
 CUT_NUMBER = re.compile(r"(?<![\d.,])\d[\d,]*(?:\.\d*)?$")  # a number where a block that parses only in part stops
 
 
