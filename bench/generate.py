@@ -7,7 +7,14 @@ a CUDA OOM, an NCCL watchdog timeout, a kernel OOM kill, a worker death, a vLLM 
 error); `planted.json` beside the tree lists them, and the benchmark checks that every
 one is found. A quarter of the worker logs are gzipped, as archived sessions are.
 
-    python bench/generate.py OUT_DIR --size-mb 1000 --seed 7
+Numbers vary as real ones do: of every width, negative, with exponents, `nan` and `inf`
+among metric values; step lines carry 50-150 keys; Ray prefixes come with and without
+`ip=`, `[repeated Nx across cluster]` with and without Ray's dedup sentence. The driver
+console holds a tenth of the tree, mostly memory and step lines forwarded from workers.
+`--unique-shapes` gives every memory and step line a text of its own (a metric named
+once), so no cache of line shapes can help.
+
+    python bench/generate.py OUT_DIR --size-mb 1000 --seed 7 [--unique-shapes]
 """
 
 from __future__ import annotations
@@ -24,12 +31,105 @@ DAY = "2026-11-21"
 BAR = "█▏▎▍▌▋▊▉"  # tqdm's full cell, then its eighths
 
 
+DEDUP = (
+    " (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication, or see "
+    "https://docs.ray.io/en/master/ray-observability/user-guides/configure-logging.html#log-deduplication for more options.)"
+)
+METRIC_NAMES = [
+    f"{group}/{name}"
+    for group, names in {
+        "actor": ["entropy", "pg_loss", "pg_clipfrac", "ppo_kl", "grad_norm", "lr", "kl_loss", "kl_coef", "pg_clipfrac_lower"],
+        "critic": ["score/mean", "score/max", "score/min", "rewards/mean", "rewards/max", "advantages/mean", "advantages/min", "returns/mean", "vf_loss", "vf_clipfrac"],
+        "response_length": ["mean", "max", "min", "clip_ratio"],
+        "prompt_length": ["mean", "max", "min", "clip_ratio"],
+        "timing_s": ["gen", "reshard", "ref", "values", "adv", "update_critic", "update_actor", "step", "testing", "save_checkpoint"],
+        "timing_per_token_ms": ["gen", "ref", "adv", "update_actor"],
+        "perf": ["total_num_tokens", "time_per_step", "throughput"],
+        "val-core/openai/gsm8k": ["reward/mean@1", "acc/mean@1"],
+        "mfu": ["actor", "critic"],
+        "global_seqlen": ["min", "max", "minmax_diff", "balanced_min", "balanced_max", "mean"],
+    }.items()
+    for name in names
+] + [
+    f"{group}/{source}/{stat}"
+    for group in ("critic/score_by_source", "response_length_by_source")
+    for source in ("gsm8k", "math", "aime24", "amc23", "olympiad", "minerva", "theoremqa", "mmlu_stem", "code_contests", "apps")
+    for stat in ("mean", "max", "min", "std", "clip_ratio")
+]
+MEMORY_KEYS = ("perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb")
+
+
+def num(rng: random.Random, lo: float, hi: float, wild: bool = False) -> str:
+    """A number as Python prints one: any number of decimals, now and then an exponent; with
+    `wild`, also negative, `nan`, `inf` or numpy's repr, as metric values come."""
+    value = rng.uniform(lo, hi)
+    roll = rng.random()
+    if wild and roll < 0.03:
+        return rng.choice(["nan", "inf", "-inf"])
+    if wild and roll < 0.10:
+        value = -value
+    if wild and roll > 0.93:
+        text = f"{value * 10 ** -rng.randrange(3, 9):.{rng.randrange(1, 6)}e}"
+    elif roll > 0.85:
+        text = str(int(value))
+    else:
+        text = f"{value:.{rng.randrange(0, 9)}f}" if rng.random() < 0.5 else repr(value)
+    return f"np.float64({text})" if wild and rng.random() < 0.1 else text
+
+
+def prefix(rng: random.Random, name: str, pid: int, node: str) -> str:
+    """Ray's driver-side prefix, with or without the node's IP, coloured or not."""
+    inner = f"{name} pid={pid}" + (f", ip={node}" if rng.random() < 0.6 else "")
+    return f"\x1b[36m({inner})\x1b[0m " if rng.random() < 0.8 else f"({inner}) "
+
+
+def repeated(rng: random.Random) -> str:
+    roll = rng.random()
+    return "" if roll < 0.7 else f" [repeated {rng.randrange(2, 300)}x across cluster]" + (DEDUP if roll > 0.9 else "")
+
+
+RUN_KEYS: dict[int, list[str]] = {}  # the metrics a run logs at every step, chosen once per seed
+
+
+def step_line(rng: random.Random, step: int, unique: bool) -> str:
+    """veRL's step metrics: the run's 50-150 keys in sorted order, the validation keys every
+    tenth step, the memory keys among them."""
+    seed = id(rng)
+    if seed not in RUN_KEYS:
+        RUN_KEYS[seed] = sorted(rng.sample([k for k in METRIC_NAMES if not k.startswith("val")], rng.randrange(50, 150)))
+    keys = sorted(RUN_KEYS[seed] + ([k for k in METRIC_NAMES if k.startswith("val")] if step % 10 == 0 else []))
+    if unique:  # a metric named once: this line's text is its own
+        keys.append(f"custom/run_{rng.getrandbits(48):012x}")
+    keys += MEMORY_KEYS
+    values = {k: num(rng, 0, 5000, wild=True) for k in keys}
+    values.update({MEMORY_KEYS[0]: num(rng, 30, 60), MEMORY_KEYS[1]: num(rng, 60, 75), MEMORY_KEYS[2]: num(rng, 100, 300)})
+    return f"step:{step} - " + " - ".join(f"{k}:{values[k]}" for k in keys)
+
+
+def sharding_line(rng: random.Random, unique: bool) -> str:
+    head = rng.choice(
+        [
+            "Before state_dict() in sharding manager memory",
+            "After state_dict() in sharding manager memory",
+            "After sync model weights in sharding manager",
+            "After del state_dict and empty_cache in sharding manager",
+        ]
+    )
+    if unique:
+        head = f"{head} (shard {rng.getrandbits(40):010x})"
+    alloc = rng.uniform(10, 30)
+    return (
+        f"fsdp vllm sharding_manager {head}, memory allocated (GB): {num(rng, alloc, alloc)}, memory reserved (GB): {num(rng, alloc + 1, alloc + 20)}, "
+        f"device memory used/total (GB): {num(rng, 40, 75)}/79.11"
+    )
+
+
 def _stamp(rng: random.Random, second: int) -> str:
     h, m, s = 10 + second // 3600 % 12, second // 60 % 60, second % 60
     return f"{DAY} {h:02d}:{m:02d}:{s:02d},{rng.randrange(1000):03d}"
 
 
-def worker_line(rng: random.Random, rank: int, step: int) -> str:
+def worker_line(rng: random.Random, rank: int, step: int, unique: bool = False) -> str:
     """One line of a colocated veRL WorkerDict's stdout."""
     kind = rng.random()
     if kind < 0.35:  # a vLLM progress bar, redrawn in place
@@ -60,19 +160,7 @@ def worker_line(rng: random.Random, rank: int, step: int) -> str:
         return f"Token indices sequence length is longer than the specified maximum sequence length for this model ({rng.randrange(33000, 90000)} > 32768)."
     if kind < 0.99:
         return f"(rank {rank}) step {step} micro-batch {rng.randrange(64)} loss {rng.uniform(-1, 1):.5f} grad_norm {rng.uniform(0, 3):.4f} lr 1e-06"
-    head = rng.choice(
-        [
-            "Before state_dict() in sharding manager memory",
-            "After state_dict() in sharding manager memory",
-            "After sync model weights in sharding manager",
-            "After del state_dict and empty_cache in sharding manager",
-        ]
-    )
-    alloc = rng.uniform(10, 30)
-    return (
-        f"fsdp vllm sharding_manager {head}, memory allocated (GB): {alloc:.2f}, memory reserved (GB): {alloc + rng.uniform(1, 20):.2f}, "
-        f"device memory used/total (GB): {rng.uniform(40, 75):.2f}/79.11"
-    )
+    return sharding_line(rng, unique)
 
 
 def raylet_line(rng: random.Random, pid: int, second: int) -> str:
@@ -85,20 +173,20 @@ def raylet_line(rng: random.Random, pid: int, second: int) -> str:
     return f"[state-dump] NodeManager: InitialConfigResources: {{CPU: 96, GPU: 8, memory: 1.{rng.randrange(10, 99)}e+12}} ClusterTaskManager: ========== Node: {rng.getrandbits(64):016x} =================="
 
 
-def driver_line(rng: random.Random, step: int) -> str:
-    """One line of the driver console: mostly progress and forwarded chatter, a step line now and then.
+def driver_line(rng: random.Random, step: int, unique: bool = False) -> str:
+    """One line of the driver console: memory and step lines forwarded from the workers and
+    the trainer (about 200k in 100 MB), chatter, and the trainer's progress bar.
 
     `step` is the training step (0-1000); the progress bar is tqdm's, ten cells wide as it
     prints when its output is not a terminal."""
     kind = rng.random()
-    if kind < 0.01:
-        return (
-            f"\x1b[36m(TaskRunner pid=2233)\x1b[0m step:{step} - actor/entropy:{rng.uniform(0.2, 0.9):.4f} - actor/pg_loss:{rng.uniform(-0.1, 0.1):.5f} - "
-            f"critic/score/mean:{rng.uniform(0, 1):.3f} - response_length/mean:{rng.uniform(200, 3000):.1f} - timing_s/gen:{rng.uniform(20, 90):.2f} - "
-            f"perf/max_memory_allocated_gb:{rng.uniform(30, 60):.2f} - perf/max_memory_reserved_gb:{rng.uniform(60, 75):.2f} - perf/cpu_memory_used_gb:{rng.uniform(100, 300):.2f}"
-        )
-    if kind < 0.6:
-        return f"\x1b[36m(WorkerDict pid={rng.randrange(4000, 4032)}, ip={rng.choice(NODES)})\x1b[0m wandb: Syncing run qwen2.5-7b-grpo-{rng.randrange(9)} [repeated {rng.randrange(2, 30)}x across cluster]"
+    if kind < 0.25:
+        return prefix(rng, "TaskRunner", 2233, NODES[0]) + step_line(rng, step, unique)
+    if kind < 0.75:
+        pid = rng.randrange(4000, 4032)
+        return prefix(rng, "WorkerDict", pid, NODES[(pid - 4000) // WORKERS_PER_NODE]) + sharding_line(rng, unique) + repeated(rng)
+    if kind < 0.9:
+        return prefix(rng, "WorkerDict", rng.randrange(4000, 4032), rng.choice(NODES)) + f"wandb: Syncing run qwen2.5-7b-grpo-{rng.randrange(9)}" + repeated(rng)
     full, eighths = divmod(step * 80 // 1000, 8)
     bar = (BAR[0] * full + (BAR[eighths] if eighths else "")).ljust(10)
     return f"Training Progress: {step * 100 // 1000:3d}%|{bar}| {step}/1000 [{rng.randrange(24)}:{rng.randrange(60):02d}:{rng.randrange(60):02d}<12:00:00, 43.2s/it]"
@@ -164,7 +252,7 @@ def kv_cache_error() -> list[str]:
 # -- the tree --------------------------------------------------------------------------------
 
 
-def generate(out: Path, size_mb: int, seed: int) -> dict:
+def generate(out: Path, size_mb: int, seed: int, unique: bool = False) -> dict:
     """Write the tree under `out`; return the list of planted incidents."""
     rng = random.Random(seed)
     budget = size_mb * 1_000_000
@@ -180,7 +268,7 @@ def generate(out: Path, size_mb: int, seed: int) -> dict:
             files.append((logs / f"worker-{rng.getrandbits(224):056x}-01000000-{pid}.err", "err", pid, rank))
     files.append((out / "driver-console.log", "driver", 2233, 0))
     files.append((out / f"node-{NODES[3]}" / "dmesg.log", "dmesg", 0, 0))
-    share = {"worker": 0.88 / (len(NODES) * WORKERS_PER_NODE), "raylet": 0.05 / len(NODES), "driver": 0.06, "err": 0.0, "dmesg": 0.0}
+    share = {"worker": 0.85 / (len(NODES) * WORKERS_PER_NODE), "raylet": 0.05 / len(NODES), "driver": 0.10, "err": 0.0, "dmesg": 0.0}
     victim = {"oom": 4000 + WORKERS_PER_NODE + 2, "cuda": (4000 + 2 * WORKERS_PER_NODE + 5, 2 * WORKERS_PER_NODE + 5),
               "nccl": (4003, 3), "kernel": 4000 + 3 * WORKERS_PER_NODE + 6, "death": 4000 + 3 * WORKERS_PER_NODE + 6,
               "kv": 4000 + 1}
@@ -204,9 +292,9 @@ def generate(out: Path, size_mb: int, seed: int) -> dict:
             step += 1
             second += 1
             line = (
-                worker_line(rng, rank, step) if kind == "worker"
+                worker_line(rng, rank, step, unique) if kind == "worker"
                 else raylet_line(rng, pid, second) if kind == "raylet"
-                else driver_line(rng, size * 1000 // target)  # training runs its 1000 steps over the file
+                else driver_line(rng, size * 1000 // target, unique)  # training runs its 1000 steps over the file
             )
             lines.append(line)
             size += len(line.encode()) + 1
@@ -232,7 +320,7 @@ def generate(out: Path, size_mb: int, seed: int) -> dict:
                 fh.write(data)
         else:
             path.write_bytes(data)
-    return {"seed": seed, "size_mb": size_mb, "planted": planted}
+    return {"seed": seed, "size_mb": size_mb, "unique_shapes": unique, "planted": planted}
 
 
 def main() -> None:
@@ -240,8 +328,9 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--size-mb", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--unique-shapes", action="store_true", help="no two memory or step lines share a text shape")
     args = parser.parse_args()
-    manifest = generate(args.out, args.size_mb, args.seed)
+    manifest = generate(args.out, args.size_mb, args.seed, args.unique_shapes)
     (args.out.parent / f"{args.out.name}.planted.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
 

@@ -14,9 +14,14 @@ A family is one file `grammars/<name>.lark` plus one transformer module
     //! end: <regex>               a peeled line that is the last of its block, the first one too
                                    (repeatable; `match`ed like continue)
     //! max_lines: <n>             the longest block (default 1: single-line messages)
-    //! cache: shapes              parse a one-line block once per shape (digits read as 0): for
-                                   high-volume lines whose grammar has no literal digit (its
-                                   Transformer then gets tokens' text and type, no positions)
+    //! cache: shapes              parse a one-line block once per shape (each number written as
+                                   one placeholder of its form): for high-volume lines whose
+                                   grammar has no literal digit (its Transformer then gets
+                                   tokens' text and type, no positions)
+    //! reduce: <regex>            a one-line block whose start this matches is read as that
+                                   start and the matches of `keep` alone (a step line's 150
+    //! keep: <regex>              metrics, of which the Transformer reads three): what a line
+                                   costs no longer grows with what the family ignores
     //! sample: <kind> [key=value ...]   followed by `//| ` lines: a real or constructed
                                    message the test suite parses, with the values it must yield
 
@@ -27,6 +32,7 @@ token), and the drafts say `truncated`.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import importlib
 import re
@@ -68,7 +74,9 @@ class Family:
     samples: list[Sample] = field(default_factory=list)
     ends: re.Pattern[str] | None = None
     back: re.Pattern[str] | None = None
-    shapes: dict[bytes, tuple[Any, bool]] | None = None  # the shape cache, for families that opt in
+    shapes: dict[str, tuple[Any, bool]] | None = None  # the shape cache, for families that opt in
+    reduce: re.Pattern[str] | None = None  # a line's start that makes it read as its kept parts
+    keep: re.Pattern[str] | None = None
 
     @functools.cached_property
     def parser(self) -> Lark:
@@ -81,6 +89,8 @@ class Family:
 
     def parse(self, text: str) -> tuple[list[dict[str, Any]], bool]:
         """Parse one block into event drafts; the flag is False when only a prefix parsed."""
+        if self.reduce is not None and "\n" not in text and (head := self.reduce.match(text)):
+            text = " ".join([head.group(0), *(m.group(0) for m in self.keep.finditer(text, head.end()))])
         if self.shapes is not None and "\n" not in text:
             drafts, complete = self._parse_shape(text)
         else:
@@ -128,13 +138,15 @@ class Family:
         plan; its lines parse one by one."""
         names: dict[str, Any] = {"Tree": Tree, "read": _Refilled.read, "fill": _Refilled.fill}
         places = [m.span() for m in NUMBER_RUN.finditer(shape)]  # where each number stands in the shape
+        starts = [a for a, _ in places]
 
         def expression(node: Any) -> str:
             if isinstance(node, Token) and (node.start_pos is None or node.end_pos is None):
                 if "0" in node:  # where it stood is not known: its numbers cannot be put back
                     raise SyntaxError("a token without its place")
             elif isinstance(node, Token):
-                inside = [i for i, (a, b) in enumerate(places) if node.start_pos <= a and b <= node.end_pos]
+                first = bisect.bisect_left(starts, node.start_pos)
+                inside = [i for i in range(first, bisect.bisect_left(starts, node.end_pos)) if places[i][1] <= node.end_pos]
                 if len(inside) == 1 and places[inside[0]] == (node.start_pos, node.end_pos):
                     return f"read(numbers, {inside[0]}, {str(node.type)!r})"  # the token is the number
                 if inside:
@@ -233,6 +245,7 @@ def read_family(path: Path) -> Family:
     backs: list[str] = []
     max_lines = 1
     shapes = False
+    reduce = keep = None
     samples: list[Sample] = []
     current: Sample | None = None
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -263,6 +276,10 @@ def read_family(path: Path) -> Family:
             if value != "shapes":
                 raise ValueError(f"{path.name}:{number}: cache takes 'shapes'")
             shapes = True
+        elif key == "reduce":
+            reduce = re.compile(value)
+        elif key == "keep":
+            keep = re.compile(value)
         elif key == "sample":
             kind, *pairs = shlex.split(value)
             expect = dict(pair.split("=", 1) for pair in pairs)
@@ -283,6 +300,8 @@ def read_family(path: Path) -> Family:
         ends=re.compile("|".join(f"(?:{e})" for e in ends)) if ends else None,
         back=re.compile("|".join(f"(?:{b})" for b in backs)) if backs else None,
         shapes={} if shapes else None,
+        reduce=reduce if keep is not None else None,
+        keep=keep,
     )
 
 
