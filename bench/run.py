@@ -7,7 +7,11 @@ taken in turns:
   - lnav loading every file (`lnav -n -c ';SELECT count(*) FROM all_logs'`),
   - oomlens parse --format json with --jobs 2, and with --jobs 1 (outputs must be identical).
 Prints throughput (MB/s of uncompressed log), the ratios, oomlens' peak memory (summed over
-its processes) and recall (every planted incident found).
+its processes) beside the number of events it kept, recall (every planted incident found),
+and the worst single file: of the largest files and the driver console, the one oomlens
+reads slowest, timed alone against ripgrep on the same file.
+
+    python bench/run.py [--size-mb 1000] [--seed 7] [--runs 3] [--unique-shapes]
 """
 
 from __future__ import annotations
@@ -50,17 +54,28 @@ def ensure_tools() -> None:
         subprocess.run(["apt-get", "install", "-y", "-qq", *(packages[m] for m in missing)], check=True, env=env, stdout=subprocess.DEVNULL)
 
 
-def ensure_tree(size_mb: int, seed: int) -> tuple[Path, dict]:
+def ensure_tree(size_mb: int, seed: int, unique: bool) -> tuple[Path, dict]:
     """The generated tree for this seed, size and generator (a changed generator makes a new one)."""
     version = hashlib.sha256((HERE / "generate.py").read_bytes()).hexdigest()[:8]
-    tree = CACHE / f"tree-{seed}-{size_mb}-{version}"
+    kind = "-unique" if unique else ""
+    tree = CACHE / f"tree-{seed}-{size_mb}{kind}-{version}"
     manifest = CACHE / f"{tree.name}.planted.json"
     if not manifest.exists():
-        for stale in CACHE.glob(f"tree-{seed}-{size_mb}*"):  # an older generator's tree and manifest
+        for stale in CACHE.glob(f"tree-{seed}-{size_mb}{kind}-*"):  # an older generator's tree and manifest
             shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
         print(f"generating a {size_mb} MB session tree (seed {seed}) in {tree.relative_to(ROOT)}", flush=True)
-        subprocess.run([sys.executable, str(HERE / "generate.py"), str(tree), "--size-mb", str(size_mb), "--seed", str(seed)], check=True)
+        extra = ["--unique-shapes"] if unique else []
+        subprocess.run([sys.executable, str(HERE / "generate.py"), str(tree), "--size-mb", str(size_mb), "--seed", str(seed), *extra], check=True)
     return tree, json.loads(manifest.read_text())
+
+
+def file_bytes(path: Path) -> int:
+    import gzip
+
+    if path.suffix != ".gz":
+        return path.stat().st_size
+    with gzip.open(path, "rb") as fh:
+        return sum(len(chunk) for chunk in iter(lambda: fh.read(1 << 20), b""))
 
 
 def log_bytes(tree: Path) -> int:
@@ -140,9 +155,10 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--unique-shapes", action="store_true", help="a tree in which no two memory or step lines share a shape")
     args = parser.parse_args()
     ensure_tools()
-    tree, manifest = ensure_tree(args.size_mb, args.seed)
+    tree, manifest = ensure_tree(args.size_mb, args.seed, args.unique_shapes)
     # an installed oomlens has its bytecode compiled (pip does it); a checkout under
     # PYTHONDONTWRITEBYTECODE would compile every module again at every start
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "oomlens")], check=True)
@@ -166,6 +182,15 @@ def main() -> None:
     result = json.loads(out2.read_text())
     identical = out1.read_bytes() == out2.read_bytes()
     missing = recall(result, manifest["planted"])
+    # the worst single file: the largest ones and the driver console, each alone
+    by_size = sorted((p for p in tree.rglob("*") if p.is_file()), key=file_bytes, reverse=True)
+    singles = {p: file_bytes(p) for p in [*by_size[:3], tree / "driver-console.log"]}
+    worst = None
+    for path, nbytes in singles.items():
+        ours_s, _ = timed([*OOMLENS, "parse", str(path), "--format", "json", "--jobs", "1"])
+        rg_s, _ = timed(["rg", "-c", "-z", *sum((["-e", k] for k in KEYWORDS), []), str(path)])
+        if worst is None or nbytes / ours_s < worst[1] / worst[2]:
+            worst = (path, nbytes, ours_s, rg_s)
 
     mb = size / 1e6
     print(f"\ntree: {tree.relative_to(ROOT)}, {len(files)} files, {mb:,.0f} MB of log text (seed {args.seed})")
@@ -177,7 +202,12 @@ def main() -> None:
     vs_rg = ours / timings["ripgrep"][0]
     print(f"\noomlens is {vs_lnav:.1f}x faster than lnav (target >= {TARGETS['vs_lnav']}x)")
     print(f"oomlens takes {vs_rg:.1f}x the time of ripgrep (target <= {TARGETS['vs_rg']}x)")
-    print(f"peak memory {peak / 1e6:.0f} MB over all processes (target <= {TARGETS['peak_mb']} MB)")
+    print(f"peak memory {peak / 1e6:.0f} MB over all processes (target <= {TARGETS['peak_mb']} MB), {len(result['events']):,} events kept")
+    path, nbytes, ours_s, rg_s = worst
+    print(
+        f"worst single file: {path.relative_to(tree)} ({nbytes / 1e6:,.0f} MB) at {nbytes / 1e6 / ours_s:.0f} MB/s, "
+        f"{ours_s / rg_s:.1f}x ripgrep's time on it ({ours_s:.2f} s vs {rg_s:.2f} s, both alone, oomlens --jobs 1 with its start-up)"
+    )
     print(f"--jobs 1 and --jobs 2 outputs identical: {identical}")
     print(f"recall: {len(manifest['planted']) - len(missing)}/{len(manifest['planted'])} planted incidents found")
     for line in missing:

@@ -36,7 +36,13 @@ def evidence_text(events: list[Event], clues: list[Clue]) -> str:
             parts.append(f"{task.get('actor')}.{task.get('method')}")
         parts.extend(clue.fields.get("settings", {}))
         parts.append(clue.source.path)
+    read: set[tuple] = set()
     for event in events:
+        if event.kind == "gpu_memory":  # by the hundred thousand, all alike: one per process and label
+            key = (event.source.path, event.actor, event.fields.get("label"))
+            if key in read:
+                continue
+            read.add(key)
         parts.append(event.actor or "")
         parts.append(_shape(event.text[:300]))  # one copy per line shape: samples repeat
         parts.append(event.source.path)
