@@ -7,18 +7,19 @@ import io
 import os
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from . import collector
-from .events import Clue, Event, fold, from_rows, name_workers, to_rows
-from .lines import laid_out
-from .scan import FileContext, Scanner
-from .sources import Input, discover, reopen
+from .events import Clue, Event, Source, fold, from_rows, name_workers, to_rows
+from .lines import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
+from .scan import MAX_BLOCK, YEAR, FileContext, Scanner, context_before, counted_problems, first_stamp, is_open, newlines, node_of_line, set_latest
+from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, reopen
 
 if TYPE_CHECKING:
     from .diagnosis import Diagnosis
 
 WORKER_GC_THRESHOLD = 20_000  # new objects between two young collections in a worker (Python's default: 700)
+RANGE_MIN = 32 << 20  # a file this big or bigger is read by several processes, a byte range each
 
 
 def read_input(item: Input) -> list[Event | Clue]:
@@ -82,12 +83,12 @@ def analyze(*paths: str, jobs: int | None = None, progress: Callable[[Input], No
                     read.append((item, None))
                     continue
                 if pool is not None:  # keep the pool busy while this process reads a stream
-                    _hand_out(pool, read, waiting, progress)
+                    _hand_out(pool, read, waiting, progress, jobs)
                 read.append((item, read_input(item)))
                 if progress:
                     progress(item)
             if pool is not None:
-                _hand_out(pool, read, waiting, progress)
+                _hand_out(pool, read, waiting, progress, jobs)
             from .diagnosis import diagnose  # while the pool reads: the processes it forked need none of it
 
             results = [(item, _collect(item, found)) for item, found in read]
@@ -106,17 +107,113 @@ def analyze(*paths: str, jobs: int | None = None, progress: Callable[[Input], No
 
 
 def _hand_out(
-    pool: ProcessPoolExecutor, read: list, waiting: list[int], progress: Callable[[Input], None] | None
+    pool: ProcessPoolExecutor, read: list, waiting: list[int], progress: Callable[[Input], None] | None, jobs: int = 1
 ) -> None:
     """Submit the waiting files, the biggest first: a big file started last would leave the
-    other processes idle while it alone is read."""
+    other processes idle while it alone is read. A file too big for one process is read
+    as byte ranges by several."""
     for index in sorted(waiting, key=lambda i: -read[i][0].size):
         item = read[index][0]
-        future = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node)
+        spans = _ranges(item, jobs)
+        if spans is None:
+            future: Future | list[Future] = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node)
+        else:
+            future = [pool.submit(_read_range, item.file, item.role, item.pid, item.node, span, spans[1]) for span in spans[0]]
         if progress:
-            future.add_done_callback(lambda _f, it=item: progress(it))
+            last = future if isinstance(future, Future) else future[-1]
+            last.add_done_callback(lambda _f, it=item: progress(it))
         read[index] = (item, future)
     waiting.clear()
+
+
+def _ranges(item: Input, jobs: int) -> tuple[list[tuple[int, int, int, int]], int | None] | None:
+    """How to read a big plain file in byte ranges: (start of what is read, start and end of
+    what is its own, end of what is read) for each, and the year its head shows; None for a
+    file to read whole (small, compressed, or a paste whose layout must be learned whole).
+
+    Each range begins MAX_BLOCK before its own part and ends MAX_BLOCK after it, at line
+    breaks: a block begun before the range is seen whole, so its lines are not read as new
+    blocks, and one begun inside it is read to its end."""
+    if jobs < 2 or item.file is None or item.size < 2 * RANGE_MIN:
+        return None
+    try:
+        with open(item.file, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            head = fh.read(LAYOUT_HEAD)
+            if head.startswith(GZIP_MAGIC) or head.startswith(ZSTD_MAGIC) or newest_first(head) or wrap_layout(head, False):
+                return None
+            cuts = [0]
+            for k in range(1, min(jobs, size // RANGE_MIN)):
+                fh.seek(size * k // min(jobs, size // RANGE_MIN))
+                fh.readline()  # to the next line break
+                if fh.tell() > cuts[-1] and fh.tell() < size:
+                    cuts.append(fh.tell())
+            cuts.append(size)
+            if len(cuts) < 3:
+                return None
+            spans = []
+            for own_lo, own_hi in zip(cuts, cuts[1:]):
+                lo = 0 if own_lo == 0 else _line_after(fh, max(0, own_lo - MAX_BLOCK))
+                hi = size if own_hi == size else _line_after(fh, min(size, own_hi + MAX_BLOCK))
+                spans.append((lo, own_lo, own_hi, hi))
+    except OSError:
+        return None
+    m = YEAR.search(head, 0, min(len(head), 1 << 16))
+    return spans, int(m.group(1)) if m else None
+
+
+def _line_after(fh: BinaryIO, at: int) -> int:
+    """The offset just after the line break at or after `at` (the file's end if none)."""
+    fh.seek(at)
+    if at:
+        fh.readline()
+    return fh.tell()
+
+
+def _read_range(file: str, role: str, pid: int | None, node: str | None, span: tuple[int, int, int, int], year: int | None) -> tuple:
+    """In a worker process: scan one byte range of a big file (see _ranges). Returns the
+    events as rows with line numbers counted from the range's own start, the line breaks
+    in its own part, its problems, and the first time its own part prints (for events of
+    the range before it that had no time after them)."""
+    lo, own_lo, own_hi, hi = span
+    ctx = FileContext(file, role, pid, node, year)
+    scanner = Scanner(ctx)
+    scanner.owned = (own_lo - lo, own_hi - lo)
+    with open(file, "rb") as fh:
+        stamp, stamp_node, actor = context_before(fh, lo, ctx) if lo else (None, None, None)
+        scanner._stamp, scanner._stamp_node, scanner._actor = stamp, stamp_node, actor
+        fh.seek(lo)
+        data = fh.read(own_hi - lo)
+        before = newlines(data, 0, own_lo - lo)  # line breaks ahead of the own part
+        own = newlines(data, own_lo - lo, len(data))
+        first = first_stamp(data, own_lo - lo, len(data)) if lo or own_lo else (None, 0)
+        first_node = node_of_line(data, first[1], len(data)) if first[0] is not None and node is None else None
+        del data
+        fh.seek(lo)
+        found = list(scanner.events(io.BufferedReader(_Slice(fh, hi - lo))))
+    for x in found:  # line numbers from the own part's first line
+        x.source = Source(x.source.path, x.source.line - before, x.source.end_line - before)
+        if isinstance(x, Event):
+            x.sources = [x.source]
+    opened = [i for i, x in enumerate(found) if isinstance(x, Event) and is_open(x)]
+    counts = (scanner._long_lines, scanner._bad_lines)
+    return to_rows(found), own, (scanner.problems, counts), (first[0], first_node), opened, ctx.year
+
+
+class _Slice(io.RawIOBase):
+    """The next `size` bytes of an open file, as a stream."""
+
+    def __init__(self, fh: BinaryIO, size: int) -> None:
+        self.fh, self.left = fh, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self.fh.read(min(len(buffer), self.left))
+        buffer[: len(data)] = data
+        self.left -= len(data)
+        return len(data)
 
 
 def _worker_started() -> None:
@@ -138,7 +235,9 @@ def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None) -> 
     return to_rows(found), item.bytes, item.lines, item.problems
 
 
-def _collect(item: Input, found: list[Event | Clue] | Future) -> list[Event | Clue]:
+def _collect(item: Input, found: list[Event | Clue] | Future | list[Future]) -> list[Event | Clue]:
+    if isinstance(found, list) and found and isinstance(found[0], Future):
+        return _collect_ranges(item, found)
     if not isinstance(found, Future):
         return found
     try:
@@ -148,6 +247,47 @@ def _collect(item: Input, found: list[Event | Clue] | Future) -> list[Event | Cl
         return []
     item.problems.extend(problems)
     return from_rows(rows)
+
+
+def _collect_ranges(item: Input, futures: list[Future]) -> list[Event | Clue]:
+    """One file's events from its ranges, as a scan of the whole file gives them: line
+    numbers run on from range to range, and an event with no time after it in its range
+    ends its interval at the first time a later range prints."""
+    found: list[Event | Clue] = []
+    lines = 0
+    pending: list[Event] = []  # open events of earlier ranges
+    ctx = FileContext(item.path, item.role, item.pid, item.node)
+    try:
+        results = [future.result() for future in futures]
+    except Exception as err:  # noqa: BLE001 - a worker that died costs only its input
+        item.problems.append(f"oomlens failed on this input (please report): {type(err).__name__}: {err}")
+        return []
+    long_lines = bad_lines = 0
+    for rows, own_lines, (problems, (longs, bads)), (first, first_node), open_at, year in results:
+        long_lines, bad_lines = long_lines + longs, bad_lines + bads
+        ctx.year = ctx.year or year
+        if first is not None and pending:
+            for event in pending:
+                set_latest(event, first, first_node, ctx)
+            pending = []
+        part = from_rows(rows)
+        for x in part:
+            x.source = Source(x.source.path, x.source.line + lines, x.source.end_line + lines)
+            if isinstance(x, Event):
+                x.sources = [x.source]
+        pending += [part[i] for i in open_at]
+        found += part
+        lines += own_lines
+        item.problems.extend(problems)
+    item.problems.extend(counted_problems(long_lines, bad_lines))
+    item.bytes, item.lines = item.size, lines + (1 if item.size and not _ends_with_break(item.file) else 0)
+    return found
+
+
+def _ends_with_break(path: str) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
 
 
 def parse_text(text: str, name: str = "<text>") -> list[Event]:

@@ -221,6 +221,10 @@ class Scanner:
         self._bad_line = 0  # the last of them
         self._end = 0  # where the stream's bytes end in the buffer being scanned
         self._cut_end = False  # the stream ends there without a line break
+        # a byte range of a big file read by one of several processes: the stream offsets
+        # whose blocks, bad lines and long lines are this scan's (the stream starts earlier,
+        # so that blocks begun before the range are seen whole, and ends later)
+        self.owned: tuple[int, int] | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -289,12 +293,8 @@ class Scanner:
         finally:
             if not _SPARE:
                 _SPARE.append(data)
-            if self._long_lines:
-                self.problems.append(
-                    f"{self._long_lines} line(s) longer than {MAX_LINE >> 20} MiB: scanned in pieces of that size"
-                )
-            if self._bad_lines:
-                self.problems.append(f"{self._bad_lines} line(s) with invalid UTF-8, shown as U+FFFD")
+            if self.owned is None:  # a range's counts are summed with its file's other ranges'
+                self.problems.extend(counted_problems(self._long_lines, self._bad_lines))
 
     def _count_long_lines(self, data: bytes, end: int, base: int, eof: bool) -> None:
         """Count the lines longer than MAX_LINE that end in data[:end] (or with the stream).
@@ -304,7 +304,7 @@ class Scanner:
         last = data.rfind(b"\n", 0, end)
         if last >= 0:
             first = data.find(b"\n", 0, end)
-            self._long_lines += base + first - self._line_start > MAX_LINE
+            self._long_lines += base + first - self._line_start > MAX_LINE and self._mine(self._line_start - self._base)
             step = MAX_LINE // 2
             block = first + 1
             while block + step <= last:
@@ -313,11 +313,15 @@ class Scanner:
                     continue
                 start = data.rfind(b"\n", 0, block) + 1
                 stop = data.find(b"\n", block + step, last + 1)
-                self._long_lines += stop - start > MAX_LINE
+                self._long_lines += stop - start > MAX_LINE and self._mine(start)
                 block = stop + 1
             self._line_start = base + last + 1
         if eof:
-            self._long_lines += base + end - self._line_start > MAX_LINE
+            self._long_lines += base + end - self._line_start > MAX_LINE and self._mine(self._line_start - self._base)
+
+    def _mine(self, pos: int) -> bool:
+        """Is offset `pos` of the buffer in this scan's own range (always, for a whole file)?"""
+        return self.owned is None or self.owned[0] <= self._base + pos < self.owned[1]
 
     def _check_utf8(self, data: bytes, end: int, line_base: int) -> None:
         """Count the lines of data[:end] that are not valid UTF-8.
@@ -337,7 +341,7 @@ class Scanner:
                 bad = pos + err.start
                 line += newlines(data, counted_pos, bad)
                 counted_pos = bad
-                if line != self._bad_line:  # a long line read in pieces counts once
+                if self._mine(bad) and line != self._bad_line:  # a long line read in pieces counts once
                     self._bad_lines += 1
                     self._bad_line = line
                 pos = data.find(b"\n", bad, end) + 1 or end
@@ -386,7 +390,8 @@ class Scanner:
             if found is None:
                 continue
             skip_until[fam.name], block, drafts = found
-            blocks.append((block, drafts, self._actor))
+            if self.owned is None or self.owned[0] <= self._base + block.offset < self.owned[1]:
+                blocks.append((block, drafts, self._actor))
         stamps = [(b.head.stamp, None) if b.head.stamp is not None else self._stamp_before(data, b.offset) for b, _, _ in blocks]
         if carried < cut:
             self._stamp_before(data, carried)  # remember the context the next round cannot see
@@ -541,22 +546,12 @@ class Scanner:
         return found, node
 
     def _set_latest(self, event: Event, stamp: Stamp, node: str | None) -> None:
-        latest = stamp.iso(self.ctx.year)
-        if latest is None:  # no year printed: the correlator gives it the run's
-            event.fields["local_time_latest"] = _local(stamp)
-        else:
-            event.time_latest = latest
-        if self.ctx.node is None:
-            event.stamp_nodes = ((event.stamp_nodes or (None, None))[0], node)
+        set_latest(event, stamp, node, self.ctx)
 
     def _node_at(self, data: bytes, pos: int) -> str | None:
         """The node that the Ray prefix of the line at `pos` names, in a file that holds
         lines of many nodes (a driver console): a borrowed time is on that node's clock."""
-        if self.ctx.node is not None:
-            return None
-        start = _line_start(data, pos)
-        m = PREFIX_IP.search(data, start, min(self._end, start + PREFIX_REACH))
-        return m.group(1).decode() if m is not None and data.find(b"\n", start, m.start()) < 0 else None
+        return None if self.ctx.node is not None else node_of_line(data, pos, self._end)
 
     def _stamp_before(self, data: bytes, start: int) -> tuple[Stamp | None, str | None]:
         """The time of the nearest stamped line before `start` in this file.
@@ -585,6 +580,72 @@ class Scanner:
             self._stampless_to = stampless_until(data, start, min(self._end, start + LOOK_AHEAD))
         self._stamp_pos = start
         return self._stamp, self._stamp_node
+
+
+def counted_problems(long_lines: int, bad_lines: int) -> list[str]:
+    """What a scan counted of a file's lines, in words."""
+    found = []
+    if long_lines:
+        found.append(f"{long_lines} line(s) longer than {MAX_LINE >> 20} MiB: scanned in pieces of that size")
+    if bad_lines:
+        found.append(f"{bad_lines} line(s) with invalid UTF-8, shown as U+FFFD")
+    return found
+
+
+def node_of_line(data: bytes, pos: int, end: int) -> str | None:
+    """The node the Ray prefix of the line holding `pos` names, if it names one."""
+    start = _line_start(data, pos)
+    m = PREFIX_IP.search(data, start, min(end, start + PREFIX_REACH))
+    return m.group(1).decode() if m is not None and data.find(b"\n", start, m.start()) < 0 else None
+
+
+def context_before(fh: BinaryIO, lo: int, ctx: FileContext) -> tuple[Stamp | None, str | None, str | None]:
+    """What a scan of a file from byte `lo` on needs to know of the bytes before it, as a
+    scan from its start would: the last time printed (and the node whose line printed it,
+    in a file of many nodes' lines), and in a worker's file the actor announced last.
+    Read backwards in windows that double, each ending at a line break."""
+    stamp = node = actor = None
+    hi, width = lo, STAMP_WINDOW
+    need_actor = ctx.role == "worker"
+    while hi > 0 and (stamp is None or (need_actor and actor is None)):
+        start = max(0, hi - width)
+        fh.seek(start)
+        data = fh.read(hi - start)
+        if start > 0:  # begin at a line start: no time or name is read cut in two
+            cut = data.find(b"\n") + 1
+            data, start = data[cut:], start + cut
+        if stamp is None and (found := last_stamp_at(data, 0, len(data))) is not None:
+            stamp = found[0]
+            if ctx.node is None:
+                node = node_of_line(data, found[1], len(data))
+        if need_actor and actor is None:
+            last = None
+            for last in ANNOUNCED_AT.finditer(data):  # noqa: B007 - only the last is wanted
+                pass
+            if last is not None:
+                actor = announced(data, last.start())
+        hi, width = start, width * 2
+    return stamp, node, actor
+
+
+ANNOUNCED_AT = re.compile(ANNOUNCED.encode())
+
+
+def set_latest(event: Event, stamp: Stamp, node: str | None, ctx: FileContext) -> None:
+    """End an unstamped event's interval at `stamp`, printed on `node`'s line (in a file of
+    many nodes' lines)."""
+    latest = stamp.iso(ctx.year)
+    if latest is None:  # no year printed: the correlator gives it the run's
+        event.fields["local_time_latest"] = _local(stamp)
+    else:
+        event.time_latest = latest
+    if ctx.node is None:
+        event.stamp_nodes = ((event.stamp_nodes or (None, None))[0], node)
+
+
+def is_open(event: Event) -> bool:
+    """An event whose line prints no time and whose file had no stamp after it (so far)."""
+    return (event.time_inferred or event.time is None) and event.time_latest is None and "local_time_latest" not in event.fields and "time" not in event.fields
 
 
 def _local(stamp: Stamp) -> str:

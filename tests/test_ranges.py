@@ -1,0 +1,69 @@
+"""A big file read as byte ranges by several processes gives what one process reading it
+whole gives: the same events (line numbers, times, intervals), bytes, lines and problems."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from conftest import INCIDENTS, REAL, SESSIONS
+from oomlens import analyze, pipeline
+from oomlens.sources import discover
+
+
+@pytest.fixture(scope="module")
+def big_log():
+    """Several MB of real logs one after the other, in a random order: Ray reports, tracebacks,
+    memory lines, stamped and unstamped stretches, some invalid UTF-8."""
+    rng = random.Random(7)
+    parts = [p.read_bytes() for p in sorted(REAL.glob("*.log"))]
+    parts += [p.read_bytes() for p in sorted(INCIDENTS.rglob("driver-console.log"))]
+    parts += [(SESSIONS / "ray2.60-b-rl-actor-oom" / "driver-console.log").read_bytes()]
+    out = bytearray()
+    while len(out) < 6 << 20:
+        out += rng.choice(parts).rstrip(b"\n") + b"\n"
+        if rng.random() < 0.05:
+            out += b"a line with bytes that are not UTF-8: \xff\xfe\n"
+        if rng.random() < 0.05:  # a worker's file announces each task it runs
+            out += b":actor_name:" + rng.choice([b"WorkerDict", b"TaskRunner", b"RewardModelRayActor"]) + b"\n"
+    return bytes(out)
+
+
+@pytest.mark.parametrize("name", ["driver-console.log", "worker-0b3f4c1a5e8d7f2a9c6b1e4d3a2f5c8b7e6d9a1c4f3b2e5d8c7a6b9f-01000000-4242.out"])
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_ranges_read_what_the_whole_file_reads(big_log, tmp_path, name, jobs, monkeypatch):
+    path = tmp_path / name
+    path.write_bytes(big_log)
+    whole = analyze(str(path), jobs=1)
+    monkeypatch.setattr(pipeline, "RANGE_MIN", 1 << 20)
+    [item] = discover([str(path)])
+    spans = pipeline._ranges(item, jobs)
+    assert spans is not None and len(spans[0]) == jobs  # read as `jobs` ranges
+    ranged = analyze(str(path), jobs=jobs)
+    assert [e.to_dict() for e in ranged.events] == [e.to_dict() for e in whole.events]
+    assert [(i.bytes, i.lines, i.problems) for i in ranged.inputs] == [(i.bytes, i.lines, i.problems) for i in whole.inputs]
+    assert ranged.to_dict() == whole.to_dict()
+
+
+def test_a_range_far_from_any_time_or_name_takes_them_from_before_it(tmp_path, monkeypatch):
+    """Megabytes of memory lines printing no time, after one stamped line and one announced
+    actor: every range after the first lies far from both, and must still lend its events
+    that time (and the first time after them) and that actor."""
+    rng = random.Random(3)
+    lines = [b":actor_name:WorkerDict", b"[2026-11-22 03:37:10,001 I 1 1] start"]
+    for step in range(40000):
+        alloc = b"%.*f" % (rng.randrange(0, 9), rng.uniform(1, 80))
+        lines.append(b"Before state_dict() in sharding manager memory, memory allocated (GB): %s, memory reserved (GB): %s" % (alloc, repr(rng.uniform(1, 80)).encode()))
+    lines.append(b"[2026-11-22 04:10:00,500 I 1 1] end")
+    path = tmp_path / "worker-0b3f4c1a5e8d7f2a9c6b1e4d3a2f5c8b7e6d9a1c4f3b2e5d8c7a6b9f-01000000-4242.out"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    whole = analyze(str(path), jobs=1)
+    monkeypatch.setattr(pipeline, "RANGE_MIN", 1 << 20)
+    [item] = discover([str(path)])
+    assert pipeline._ranges(item, 2) is not None
+    ranged = analyze(str(path), jobs=2)
+    assert len(ranged.events) == 40000
+    last = ranged.events[-1]
+    assert (last.time, last.time_latest, last.actor) == ("2026-11-22T03:37:10.001", "2026-11-22T04:10:00.500", "WorkerDict")
+    assert ranged.to_dict() == whole.to_dict()
