@@ -187,7 +187,7 @@ def main() -> None:
     singles = {p: file_bytes(p) for p in [*by_size[:3], tree / "driver-console.log"]}
     worst = None
     for path, nbytes in singles.items():
-        ours_s, _ = timed([*OOMLENS, "parse", str(path), "--format", "json", "--jobs", "1"])
+        ours_s, _ = timed([*OOMLENS, "parse", str(path), "--format", "json", "--jobs", "2"])  # a big file: byte ranges
         rg_s, _ = timed(["rg", "-c", "-z", *sum((["-e", k] for k in KEYWORDS), []), str(path)])
         if worst is None or nbytes / ours_s < worst[1] / worst[2]:
             worst = (path, nbytes, ours_s, rg_s)
@@ -206,7 +206,7 @@ def main() -> None:
     path, nbytes, ours_s, rg_s = worst
     print(
         f"worst single file: {path.relative_to(tree)} ({nbytes / 1e6:,.0f} MB) at {nbytes / 1e6 / ours_s:.0f} MB/s, "
-        f"{ours_s / rg_s:.1f}x ripgrep's time on it ({ours_s:.2f} s vs {rg_s:.2f} s, both alone, oomlens --jobs 1 with its start-up)"
+        f"{ours_s / rg_s:.1f}x ripgrep's time on it ({ours_s:.2f} s vs {rg_s:.2f} s, both alone, oomlens --jobs 2 with its start-up)"
     )
     print(f"--jobs 1 and --jobs 2 outputs identical: {identical}")
     print(f"recall: {len(manifest['planted']) - len(missing)}/{len(manifest['planted'])} planted incidents found")
