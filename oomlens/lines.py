@@ -696,12 +696,27 @@ def _first_envelope(line: str) -> str | None:
 def continues(line: str, following: str, width: int) -> bool:
     """Whether `following` is the rest of `line` that a wrap at `width` cut off: not after a
     line padded to the width or cut short on purpose (`...`, as Ray's Top-10 commands),
-    not a line that starts a record, nor one that begins as `line` does (a line number, a
-    service name a collector put before every line, which the rest of a wrapped line lacks)."""
+    not a line that starts a record, nor one that begins as `line` does (its first
+    characters, digits aside: the next line of one fixed format, as memory lines of nearly
+    one width; a line number or a service name a collector put before every line, which
+    the rest of a wrapped line lacks)."""
     if len(line) != width or line.endswith(("  ", "...")) or not following.strip() or starts_record(following):
+        return False
+    if _head_shape(following) == _head_shape(line):  # the next record of one format (digits aside)
         return False
     first = _first_envelope(following)
     return first is None or first != _first_envelope(line)
+
+
+SAME_HEAD = 16  # characters two lines share at their start when the second is the next record, not the rest
+
+
+def _head_shape(line: str) -> str | None:
+    """A line's first characters with every digit a 0, when it has that many."""
+    return line[:SAME_HEAD].translate(_DIGITS_TO_ZERO) if len(line) >= SAME_HEAD else None
+
+
+_DIGITS_TO_ZERO = str.maketrans("123456789", "000000000")
 
 
 def newest_first(head: bytes) -> bool:

@@ -112,3 +112,26 @@ def test_bytes_and_lines_counted_are_the_inputs_own(tmp_path):
     path.write_text(text)
     (item,) = analyze(str(path)).inputs
     assert (item.bytes, item.lines) == (len(text.encode()), text.count("\n"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lines_of_one_format_nearly_one_width_are_not_a_wrap(seed):
+    """A worker's memory log: thousands of lines of one format whose numbers keep them within
+    a column or two of one width. Many lines are exactly the widest, each followed by a line
+    that is not its rest but the next record: no wrap, every line read."""
+    import random
+
+    from oomlens import parse_text
+    from oomlens.lines import wrap_width
+
+    rng = random.Random(seed)
+    formats = [
+        "Before state_dict() in sharding manager memory, memory allocated (GB): {a:.2f}, memory reserved (GB): {r:.2f}",
+        "(WorkerDict pid=4211) After sync model weights in sharding manager, memory allocated (GB): {a:.2f}, memory reserved (GB): {r:.2f}, device memory used/total (GB): {u:.2f}/79.11",
+        "step:{s} - perf/max_memory_allocated_gb:{a:.2f} - perf/max_memory_reserved_gb:{r:.2f} - perf/cpu_memory_used_gb:{u:.2f}",
+    ]
+    form = formats[seed % len(formats)]
+    lines = [form.format(a=rng.uniform(10, 99), r=rng.uniform(10, 99), u=rng.uniform(10, 99), s=100 + i) for i in range(2000)]
+    text = "\n".join(lines) + "\n"
+    assert wrap_width(text.encode()[: 64 << 10]) is None
+    assert len(parse_text(text)) == len(lines)
