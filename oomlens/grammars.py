@@ -79,6 +79,11 @@ class Family:
     keep: re.Pattern[str] | None = None
 
     @functools.cached_property
+    def trigger_text(self) -> re.Pattern[str]:
+        """The family's triggers, over peeled text."""
+        return re.compile("|".join(f"(?:{t})" for t in self.triggers))
+
+    @functools.cached_property
     def parser(self) -> Lark:
         return Lark.open(str(self.path), parser="lalr", lexer="contextual", cache=True)
 

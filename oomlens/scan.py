@@ -478,8 +478,10 @@ class Scanner:
             texts[-1] = CUT_NUMBER.sub("", texts[-1])
         drafts, _complete = fam.parse(_normalise("\n".join(texts)))
         while not drafts and not reached:
-            # records glued on one line (a viewer that lost the line breaks): the next start in it
-            m = fam.start.search(head.text, m.start() + 1)
+            # records glued on one line (a viewer that lost the line breaks): the next record
+            # starts where the family's start stands last before its next trigger (only a
+            # trigger makes a record: at most one more parse per trigger the line holds)
+            m = _next_record(fam, head.text, m.start())
             if m is None:
                 return None
             texts[0] = head.text[m.start() :]
@@ -656,6 +658,21 @@ def _local(stamp: Stamp) -> str:
 
 _PLAIN: dict[str, dict[bytes, int]] = {}
 NOT_PLAIN = (b"(", b"\x1b")  # first bytes of a line that begins with an envelope  # per shape-cached family: a raw line's shape -> _plain_start
+
+
+def _next_record(fam: Family, text: str, after: int) -> re.Match[str] | None:
+    """The start of the next record of `fam` glued behind the one at `after` in `text`: the
+    last start at or before the first trigger that lies past the next start."""
+    first = fam.start.search(text, after + 1)
+    if first is None:
+        return None
+    trigger = fam.trigger_text.search(text, first.start())
+    if trigger is None:
+        return None
+    last = first
+    for m in fam.start.finditer(text, first.start() + 1, trigger.start() + 1):
+        last = m
+    return last
 
 
 def _reach_back(data: bytes, start: int, fam: Family, floor: int) -> int:

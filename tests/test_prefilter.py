@@ -233,3 +233,21 @@ def test_each_hit_takes_the_actor_announced_last_before_it():
     data = b":task_name:generate_sequences\n" + oom + b"x\n" * 3 + b":task_name:compute_log_prob\n" + oom
     events = list(Scanner(FileContext("worker-01-4001.out", "worker", 4001)).events(io.BytesIO(data)))
     assert [(e.kind, e.actor) for e in events] == [("cuda_oom", "generate_sequences"), ("cuda_oom", "compute_log_prob")]
+
+
+def test_a_line_that_does_not_parse_costs_one_parse_per_trigger_it_holds(monkeypatch):
+    """Records glued on one line are looked for behind each trigger, never at every place a
+    family's start may stand (a settings family starts at any word): a long line with one
+    trigger that does not parse is parsed a bounded number of times."""
+    import io
+
+    from oomlens.grammars import Family
+    from oomlens.scan import FileContext, Scanner
+
+    calls = []
+    original = Family.parse
+    monkeypatch.setattr(Family, "parse", lambda self, text: calls.append(self.name) or original(self, text))
+    line = " ".join(f"word{i}" for i in range(400)) + " vllm_max_model_len: 5\n"  # a setting behind 400 words
+    found = list(Scanner(FileContext("x.log")).events(io.BytesIO(line.encode())))
+    assert len(calls) <= 4, len(calls)  # a parse at every word before it: 2,696
+    assert [c.fields["settings"] for c in found if c.kind == "setting"] == [{"max_model_len": 5}]
