@@ -178,10 +178,8 @@ def _read_range(file: str, role: str, pid: int | None, node: str | None, span: t
     lo, own_lo, own_hi, hi = span
     ctx = FileContext(file, role, pid, node, year)
     scanner = Scanner(ctx)
-    scanner.owned = (own_lo - lo, own_hi - lo)
     with open(file, "rb") as fh:
-        stamp, stamp_node, actor = context_before(fh, lo, ctx) if lo else (None, None, None)
-        scanner._stamp, scanner._stamp_node, scanner._actor = stamp, stamp_node, actor
+        scanner.resume((own_lo - lo, own_hi - lo), *(context_before(fh, lo, ctx) if lo else (None, None, None)))
         fh.seek(lo)
         data = fh.read(own_hi - lo)
         before = newlines(data, 0, own_lo - lo)  # line breaks ahead of the own part
@@ -196,8 +194,7 @@ def _read_range(file: str, role: str, pid: int | None, node: str | None, span: t
         if isinstance(x, Event):
             x.sources = [x.source]
     opened = [i for i, x in enumerate(found) if isinstance(x, Event) and is_open(x)]
-    counts = (scanner._long_lines, scanner._bad_lines)
-    return to_rows(found), own, (scanner.problems, counts), (first[0], first_node), opened, ctx.year
+    return to_rows(found), own, (scanner.problems, scanner.counts()), (first[0], first_node), opened, ctx.year
 
 
 class _Slice(io.RawIOBase):

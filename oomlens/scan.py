@@ -226,6 +226,16 @@ class Scanner:
         # so that blocks begun before the range are seen whole, and ends later)
         self.owned: tuple[int, int] | None = None
 
+    def resume(self, owned: tuple[int, int], stamp: Stamp | None, node: str | None, actor: str | None) -> None:
+        """Scan a byte range of a file, not the whole: the stream offsets that are this scan's
+        own, and what the bytes before the stream told (context_before)."""
+        self.owned = owned
+        self._stamp, self._stamp_node, self._actor = stamp, node, actor
+
+    def counts(self) -> tuple[int, int]:
+        """(long lines, lines with invalid UTF-8) counted in this scan's own bytes."""
+        return self._long_lines, self._bad_lines
+
     # -- reading ---------------------------------------------------------------------------
 
     def events(self, stream: BinaryIO) -> Iterator[Event]:
