@@ -45,7 +45,6 @@ from typing import Any
 from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import LarkError, UnexpectedInput
 
-from .events import TO_ZERO  # ASCII digits: others never reach a number token
 
 DIRECTIVE = re.compile(r"^//!\s*(\w+):\s?(.*)$")
 MAX_SHAPES = 4096

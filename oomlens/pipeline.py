@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from . import collector
 from .events import Clue, Event, Source, fold, from_rows, name_workers, to_rows
-from .lines import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
+from .lines import LAYOUT_HEAD, Stamp, laid_out, newest_first, wrap_layout
 from .scan import MAX_BLOCK, YEAR, FileContext, Scanner, context_before, counted_problems, first_stamp, is_open, newlines, node_of_line, set_latest
 from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, reopen
 
@@ -144,10 +144,9 @@ def _ranges(item: Input, jobs: int) -> tuple[list[tuple[int, int, int, int]], in
                 return None
             cuts = [0]
             for k in range(1, min(jobs, size // RANGE_MIN)):
-                fh.seek(size * k // min(jobs, size // RANGE_MIN))
-                fh.readline()  # to the next line break
-                if fh.tell() > cuts[-1] and fh.tell() < size:
-                    cuts.append(fh.tell())
+                cut = _line_after(fh, size * k // min(jobs, size // RANGE_MIN))
+                if cuts[-1] < cut < size:
+                    cuts.append(cut)
             cuts.append(size)
             if len(cuts) < 3:
                 return None
@@ -163,11 +162,17 @@ def _ranges(item: Input, jobs: int) -> tuple[list[tuple[int, int, int, int]], in
 
 
 def _line_after(fh: BinaryIO, at: int) -> int:
-    """The offset just after the line break at or after `at` (the file's end if none)."""
+    """The offset just after the line break at or after `at` (the file's end if none), read
+    a step at a time: a line may be hundreds of megabytes long."""
+    if at == 0:
+        return 0
     fh.seek(at)
-    if at:
-        fh.readline()
-    return fh.tell()
+    while data := fh.read(READ_STEP):
+        found = data.find(b"\n")
+        if found >= 0:
+            return at + found + 1
+        at += len(data)
+    return at
 
 
 def _read_range(file: str, role: str, pid: int | None, node: str | None, span: tuple[int, int, int, int], year: int | None) -> tuple:
@@ -180,13 +185,9 @@ def _read_range(file: str, role: str, pid: int | None, node: str | None, span: t
     scanner = Scanner(ctx)
     with open(file, "rb") as fh:
         scanner.resume((own_lo - lo, own_hi - lo), *(context_before(fh, lo, ctx) if lo else (None, None, None)))
-        fh.seek(lo)
-        data = fh.read(own_hi - lo)
-        before = newlines(data, 0, own_lo - lo)  # line breaks ahead of the own part
-        own = newlines(data, own_lo - lo, len(data))
-        first = first_stamp(data, own_lo - lo, len(data)) if lo or own_lo else (None, 0)
-        first_node = node_of_line(data, first[1], len(data)) if first[0] is not None and node is None else None
-        del data
+        before = _count_lines(fh, lo, own_lo)  # line breaks ahead of the own part
+        own = _count_lines(fh, own_lo, own_hi)
+        first, first_node = _first_time(fh, own_lo, own_hi, node is None) if own_lo else (None, None)
         fh.seek(lo)
         found = list(scanner.events(io.BufferedReader(_Slice(fh, hi - lo))))
     for x in found:  # line numbers from the own part's first line
@@ -194,7 +195,36 @@ def _read_range(file: str, role: str, pid: int | None, node: str | None, span: t
         if isinstance(x, Event):
             x.sources = [x.source]
     opened = [i for i, x in enumerate(found) if isinstance(x, Event) and is_open(x)]
-    return to_rows(found), own, (scanner.problems, scanner.counts()), (first[0], first_node), opened, ctx.year
+    return to_rows(found), own, (scanner.problems, scanner.counts()), (first, first_node), opened, ctx.year
+
+
+READ_STEP = 4 << 20  # bytes read at a time where a range's lines are counted or its first time looked for
+
+
+def _count_lines(fh: BinaryIO, lo: int, hi: int) -> int:
+    """The line breaks in bytes lo..hi of the file, read a step at a time."""
+    fh.seek(lo)
+    count = 0
+    while lo < hi and (data := fh.read(min(READ_STEP, hi - lo))):
+        count += newlines(data, 0, len(data))
+        lo += len(data)
+    return count
+
+
+def _first_time(fh: BinaryIO, lo: int, hi: int, nodeless: bool) -> tuple[Stamp | None, str | None]:
+    """The first time printed in bytes lo..hi (lo at a line start), and the node whose line
+    printed it in a file of many nodes' lines; read a step at a time, each step ending at a
+    line break (a line longer than a step is read in pieces that overlap by a time's width)."""
+    fh.seek(lo)
+    while lo < hi and (data := fh.read(min(READ_STEP, hi - lo))):
+        cut = data.rfind(b"\n") + 1 if lo + len(data) < hi else len(data)
+        cut = cut or max(1, len(data) - 64)  # no line break in the step: keep the last bytes for the next
+        stamp, at = first_stamp(data, 0, cut)
+        if stamp is not None:
+            return stamp, node_of_line(data, at, cut) if nodeless else None
+        lo += cut
+        fh.seek(lo)
+    return None, None
 
 
 class _Slice(io.RawIOBase):

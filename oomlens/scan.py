@@ -624,7 +624,10 @@ def context_before(fh: BinaryIO, lo: int, ctx: FileContext) -> tuple[Stamp | Non
         fh.seek(start)
         data = fh.read(hi - start)
         if start > 0:  # begin at a line start: no time or name is read cut in two
-            cut = data.find(b"\n") + 1
+            cut = data.find(b"\n", 0, len(data) - 1) + 1
+            if not cut:  # no line starts in the window: it is the inside of one long line
+                hi, width = start, min(width * 2, CONTEXT_STEP)
+                continue
             data, start = data[cut:], start + cut
         if stamp is None and (found := last_stamp_at(data, 0, len(data))) is not None:
             stamp = found[0]
@@ -636,8 +639,11 @@ def context_before(fh: BinaryIO, lo: int, ctx: FileContext) -> tuple[Stamp | Non
                 pass
             if last is not None:
                 actor = announced(data, last.start())
-        hi, width = start, width * 2
+        hi, width = start, min(width * 2, CONTEXT_STEP)
     return stamp, node, actor
+
+
+CONTEXT_STEP = 4 << 20  # the widest window context_before reads at once: memory stays flat
 
 
 ANNOUNCED_AT = re.compile(ANNOUNCED.encode())

@@ -26,7 +26,7 @@ from oomlens import analyze
 from oomlens import scan, sources
 from oomlens.grammars import families
 from oomlens.pipeline import read_input
-from oomlens.scan import CHUNK, MAX_LINE, OVERLAP, FileContext, Scanner
+from oomlens.scan import CHUNK, OVERLAP, FileContext, Scanner
 from oomlens.sources import Input, discover, text_stream
 
 TRIGGER = (

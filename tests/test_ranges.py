@@ -67,3 +67,22 @@ def test_a_range_far_from_any_time_or_name_takes_them_from_before_it(tmp_path, m
     last = ranged.events[-1]
     assert (last.time, last.time_latest, last.actor) == ("2026-11-22T03:37:10.001", "2026-11-22T04:10:00.500", "WorkerDict")
     assert ranged.to_dict() == whole.to_dict()
+
+
+@pytest.mark.parametrize("long", [3 << 20, 9 << 20])
+def test_context_before_crosses_a_line_longer_than_its_window(tmp_path, long):
+    """The time a range starts under is found behind a line longer than the widest window
+    read back: the search moves back window by window, reads the long line from its head
+    and ends (it once stood still at a window ending on the range's own line break)."""
+    from oomlens.scan import CONTEXT_STEP, FileContext, context_before
+
+    head = b"[2025-04-02 15:02:00,117 E 1 1] (raylet) node_manager.cc:3069: a stamped line\n"
+    stamped_long = b"[2025-04-02 15:03:00,000 I 1 1] " + b"x" * long + b"\n"
+    path = tmp_path / "raylet.out"
+    path.write_bytes(head + b"y" * long + b"\n" + stamped_long)
+    assert CONTEXT_STEP < 2 * long
+    with open(path, "rb") as fh:
+        lo = len(head) + long + 1  # behind the unstamped long line: the time is the first line's
+        assert context_before(fh, lo, FileContext(str(path)))[0].iso().startswith("2025-04-02T15:02:00")
+        lo = path.stat().st_size  # behind the stamped long line: its own time, from its head
+        assert context_before(fh, lo, FileContext(str(path)))[0].iso().startswith("2025-04-02T15:03:00")

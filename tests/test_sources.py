@@ -58,7 +58,7 @@ def parse_cli(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -
         ("gcs_server.out", "gcs", None),
         ("gcs_server.1.err", "gcs", None),
         (f"python-core-worker-{WORKER_ID}_14523.log", "core_worker", 14523),
-        (f"python-core-driver-01000000ffffffffffffffffffffffffffffffffffffffffffffffff_14155.log", "core_worker", 14155),
+        ("python-core-driver-01000000ffffffffffffffffffffffffffffffffffffffffffffffff_14155.log", "core_worker", 14155),
         (f"worker-{WORKER_ID}-ffffffff-14523.out", "worker", 14523),
         (f"worker-{WORKER_ID}-ffffffff-14523.err", "worker", 14523),
         (f"worker-{WORKER_ID}-14523.err", "worker", 14523),  # older, job-less name
