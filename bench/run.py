@@ -6,7 +6,7 @@ taken in turns:
   - ripgrep counting the trigger words in every file (`rg -c -z`, the floor of a keyword scan),
   - lnav loading every file (`lnav -n -c ';SELECT count(*) FROM all_logs'`),
   - oomlens parse --format json with --jobs 2, and with --jobs 1 (outputs must be identical).
-Prints throughput (MB/s of uncompressed log), the ratios, oomlens' peak memory (summed over
+Prints throughput (MB/s of uncompressed log), the ratios, oomlens' peak memory (PSS and RSS summed over
 its processes) beside the number of events it kept, recall (every planted incident found),
 and the worst single file: of the largest files and the driver console, the one oomlens
 reads slowest, timed alone against ripgrep on the same file.
@@ -95,34 +95,43 @@ def log_bytes(tree: Path) -> int:
 
 
 class PeakRSS(threading.Thread):
-    """Samples the resident memory of a process and all its children every 20 ms."""
+    """Samples the memory of a process and all its children every 20 ms: the resident sets
+    summed (RSS: a page the forked workers share with their parent counts once per process)
+    and the proportional sets summed (PSS: each page counts once, split among its sharers,
+    the memory the machine gives the run)."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
-        self.pid, self.peak, self.running = pid, 0, True
+        self.pid, self.peak, self.peak_pss, self.running = pid, 0, 0, True
 
     def run(self) -> None:
         while self.running:
-            self.peak = max(self.peak, _tree_rss(self.pid))
+            rss, pss = _tree_memory(self.pid)
+            self.peak, self.peak_pss = max(self.peak, rss), max(self.peak_pss, pss)
             time.sleep(0.02)
 
 
-def _tree_rss(pid: int) -> int:
-    total, todo = 0, [pid]
+def _tree_memory(pid: int) -> tuple[int, int]:
+    rss = pss = 0
+    todo = [pid]
     while todo:
         current = todo.pop()
         try:
-            with open(f"/proc/{current}/status") as fh:
-                total += next((int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:")), 0)
+            with open(f"/proc/{current}/smaps_rollup") as fh:
+                for line in fh:
+                    if line.startswith(("Rss:", "Pss:")):
+                        kb = int(line.split()[1]) * 1024
+                        rss, pss = (rss + kb, pss) if line.startswith("Rss:") else (rss, pss + kb)
             with open(f"/proc/{current}/task/{current}/children") as fh:
                 todo.extend(int(child) for child in fh.read().split())
         except (FileNotFoundError, ProcessLookupError):
             continue
-    return total
+    return rss, pss
 
 
-def timed(cmd: list[str], output: Path | None = None) -> tuple[float, int]:
-    """Wall time of one run, and its peak memory; stdout goes to `output` (or nowhere)."""
+def timed(cmd: list[str], output: Path | None = None) -> tuple[float, tuple[int, int]]:
+    """Wall time of one run, and its peak memory (RSS and PSS summed over its processes);
+    stdout goes to `output` (or nowhere)."""
     with open(output, "wb") if output else open(os.devnull, "wb") as sink:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.DEVNULL, cwd=ROOT)
@@ -133,7 +142,7 @@ def timed(cmd: list[str], output: Path | None = None) -> tuple[float, int]:
         elapsed = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{cmd[0]} failed with exit code {proc.returncode}")
-    return elapsed, sampler.peak
+    return elapsed, (sampler.peak, sampler.peak_pss)
 
 
 def recall(result: dict, planted: list[dict]) -> list[str]:
@@ -172,7 +181,7 @@ def main() -> None:
         "lnav": (lnav_cmd, None),
         "oomlens -j 2": ([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "2"], out2),
     }
-    timings: dict[str, tuple[float, int]] = {}
+    timings: dict[str, tuple[float, tuple[int, int]]] = {}
     for _ in range(args.runs):  # the tools take turns, so a busy moment of the machine hits them alike
         for name, (cmd, output) in commands.items():
             seconds, peak = timed(cmd, output)
@@ -194,15 +203,19 @@ def main() -> None:
 
     mb = size / 1e6
     print(f"\ntree: {tree.relative_to(ROOT)}, {len(files)} files, {mb:,.0f} MB of log text (seed {args.seed})")
-    print(f"{'tool':<14}{'seconds':>9}{'MB/s':>9}{'peak MB':>9}")
-    for name, (seconds, peak) in timings.items():
-        print(f"{name:<14}{seconds:>9.2f}{mb / seconds:>9.0f}{peak / 1e6:>9.0f}")
-    ours, peak = timings["oomlens -j 2"]
+    print(f"{'tool':<14}{'seconds':>9}{'MB/s':>9}{'peak RSS':>10}{'peak PSS':>10}  (MB, summed over processes)")
+    for name, (seconds, (rss, pss)) in timings.items():
+        print(f"{name:<14}{seconds:>9.2f}{mb / seconds:>9.0f}{rss / 1e6:>10.0f}{pss / 1e6:>10.0f}")
+    ours, (rss, peak) = timings["oomlens -j 2"]
+    read = sum(i.get("readings", {}).get("read", 0) for i in result["inputs"])
     vs_lnav = timings["lnav"][0] / ours
     vs_rg = ours / timings["ripgrep"][0]
     print(f"\noomlens is {vs_lnav:.1f}x faster than lnav (target >= {TARGETS['vs_lnav']}x)")
     print(f"oomlens takes {vs_rg:.1f}x the time of ripgrep (target <= {TARGETS['vs_rg']}x)")
-    print(f"peak memory {peak / 1e6:.0f} MB over all processes (target <= {TARGETS['peak_mb']} MB), {len(result['events']):,} events kept")
+    print(
+        f"peak memory {peak / 1e6:.0f} MB PSS over all processes ({rss / 1e6:.0f} MB RSS summed; target <= {TARGETS['peak_mb']} MB PSS), "
+        f"{len(result['events']):,} events kept of which {sum(1 for e in result['events'] if e['kind'] == 'gpu_memory'):,} memory readings of {read:,} read"
+    )
     path, nbytes, ours_s, rg_s = worst
     print(
         f"worst single file: {path.relative_to(tree)} ({nbytes / 1e6:,.0f} MB) at {nbytes / 1e6 / ours_s:.0f} MB/s, "

@@ -31,14 +31,17 @@ _LAZY = {
 }
 
 
-def analyze(*paths: str, jobs: int | None = None) -> Diagnosis:
+def analyze(*paths: str, jobs: int | None = None, all_readings: bool = False) -> Diagnosis:
     """Read logs (Ray session folders, files, archives, '-' for stdin) and diagnose them.
 
     `jobs` is the number of processes reading files (default: one per core); the
-    diagnosis is the same whatever it is."""
+    diagnosis is the same whatever it is. A long run's memory readings are reduced to a
+    fixed budget (the first, last, lowest and highest of each stretch of each series);
+    `all_readings` keeps every one, and memory then grows with the run."""
     from .pipeline import analyze as run
+    from .reduce import BUCKETS
 
-    return run(*paths, jobs=jobs)
+    return run(*paths, jobs=jobs, budget=None if all_readings else BUCKETS)
 
 
 def parse_text(text: str) -> list[Event]:

@@ -47,17 +47,23 @@ def _leave(code: int) -> NoReturn:
 jobs_option = click.option(
     "--jobs", "-j", type=click.IntRange(min=1), default=None, help="processes reading files [default: one per core]"
 )
+readings_option = click.option(
+    "--all-readings", is_flag=True,
+    help="keep every memory reading; by default a long run's are reduced to the first, last, lowest and highest "
+    "of each stretch of each series, so memory stays flat (each input's `readings` says how many were kept)",
+)
 
 
-def _diagnose(paths: tuple[str, ...], jobs: int | None) -> Diagnosis:
+def _diagnose(paths: tuple[str, ...], jobs: int | None, all_readings: bool = False) -> Diagnosis:
     """Analyze with a progress line on a terminal; every input problem is told on stderr.
 
     The pipeline is imported here, not with the command line: `--help` needs only click."""
     from . import pipeline
+    from .reduce import BUCKETS
 
     try:
         progress = Progress()
-        diagnosis = pipeline.analyze(*paths, jobs=jobs, progress=progress)
+        diagnosis = pipeline.analyze(*paths, jobs=jobs, progress=progress, budget=None if all_readings else BUCKETS)
         progress.done()
     except KeyboardInterrupt:
         click.echo("oomlens: interrupted", err=True)
@@ -75,8 +81,9 @@ def _diagnose(paths: tuple[str, ...], jobs: int | None) -> Diagnosis:
     "markdown is a summary to paste into a GitHub issue.",
 )
 @jobs_option
+@readings_option
 @click.option("--fail-on", type=click.Choice(["incident"]), default=None, help="exit 3 when the logs show an incident (for scripts and CI).")
-def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, fail_on: str | None) -> None:
+def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, all_readings: bool, fail_on: str | None) -> None:
     """Parse Ray session folders, log files, archives or stdin (-) into events.
 
     Example: oomlens parse /tmp/ray/session_latest/logs driver.log --format json
@@ -88,7 +95,7 @@ def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, fail_on: str | Non
     # the cycle collector would walk the whole diagnosis once more between reading and
     # writing it (a twentieth of a second for a long run), and find nothing
     with collector.paused():
-        diagnosis = _diagnose(paths, jobs)
+        diagnosis = _diagnose(paths, jobs, all_readings)
         try:
             _write(diagnosis, fmt)
         except BrokenPipeError:  # `oomlens parse ... | head`: the reader has what it wanted
@@ -103,7 +110,8 @@ def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, fail_on: str | Non
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--output", "-o", default="oom-report.html", show_default=True, type=click.Path(dir_okay=False), help="the HTML file to write")
 @jobs_option
-def report(paths: tuple[str, ...], output: str, jobs: int | None) -> None:
+@readings_option
+def report(paths: tuple[str, ...], output: str, jobs: int | None, all_readings: bool) -> None:
     """Write one self-contained HTML report that opens offline: the verdict and its fixes,
     memory over time with the failures on it, Ray's top memory users at each kill, and
     every event with its raw log block.
@@ -113,7 +121,7 @@ def report(paths: tuple[str, ...], output: str, jobs: int | None) -> None:
     Exit status as for parse: 0 when any input could be read, 1 when none could or the
     report could not be written, 2 for a usage error.
     """
-    diagnosis = _diagnose(paths, jobs)
+    diagnosis = _diagnose(paths, jobs, all_readings)
     from .outputs.html import write
 
     try:

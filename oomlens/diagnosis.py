@@ -44,6 +44,17 @@ class Diagnosis:
         return [f"{i.path}: {p}" for i in self.inputs for p in i.problems]
 
     @property
+    def readings_note(self) -> str | None:
+        """What the reduction of memory readings left out (reduce.py), if anything."""
+        read, kept = sum(i.readings for i in self.inputs), sum(i.readings_kept for i in self.inputs)
+        if read == kept:
+            return None
+        return (
+            f"memory readings: {read:,} read, {kept:,} kept (the first, last, lowest and highest of each stretch "
+            "of each series; --all-readings keeps every one)"
+        )
+
+    @property
     def readable(self) -> bool:
         """True when at least one input could be read at all."""
         return any(i.opener is not None and (i.bytes or not i.problems) for i in self.inputs)

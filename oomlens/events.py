@@ -80,7 +80,7 @@ class Source:
         return {"path": self.path, "line": self.line, "end_line": self.end_line}
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)  # the scanner holds open events weakly
 class Event:
     """One occurrence of a contract kind, with the context its envelope carried."""
 

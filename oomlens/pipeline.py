@@ -7,11 +7,12 @@ import io
 import os
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import collector
 from .events import Clue, Event, Source, fold, from_rows, name_workers, to_rows
 from .lines import LAYOUT_HEAD, Stamp, laid_out, newest_first, wrap_layout
+from .reduce import BUCKETS, READING, Reduction, reduce_found, restore
 from .scan import MAX_BLOCK, YEAR, FileContext, Scanner, context_before, counted_problems, first_stamp, is_open, newlines, node_of_line, set_latest
 from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, reopen
 
@@ -22,20 +23,24 @@ WORKER_GC_THRESHOLD = 20_000  # new objects between two young collections in a w
 RANGE_MIN = 32 << 20  # a file this big or bigger is read by several processes, a byte range each
 
 
-def read_input(item: Input) -> list[Event | Clue]:
+def read_input(item: Input, reduction: Reduction | None = None) -> list[Event | Clue]:
     """Scan one input; whatever goes wrong while reading becomes a problem of that input.
+    Its memory readings are reduced by `reduction` while it is read (reduce.py), if given.
 
     Even an error of oomlens itself costs only the rest of this input, never the others."""
-    events: list[Event | Clue] = []
+    events: list[Event | Clue | None] = []
     try:
-        _read(item, events)
+        _read(item, events, reduction)
     except Exception as err:  # noqa: BLE001 - reported as a problem, the other inputs still read
         item.problems.append(f"oomlens failed on this input, rest not read (please report): {type(err).__name__}: {err}")
-    return events
+    if reduction is not None:
+        restore([events], reduction)
+    return events  # type: ignore[return-value]
 
 
-def _read(item: Input, events: list[Event | Clue]) -> None:
-    """Scan `item` into `events`; an error of oomlens itself propagates."""
+def _read(item: Input, events: list, reduction: Reduction | None = None) -> None:
+    """Scan `item` into `events` (a reading handed to `reduction` leaves None in its place);
+    an error of oomlens itself propagates."""
     if item.opener is None:
         return
     try:
@@ -46,6 +51,9 @@ def _read(item: Input, events: list[Event | Clue]) -> None:
     scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node), layout=layout)
     try:
         for event in scanner.events(stream):
+            if reduction is not None and event.kind == READING:
+                reduction.add(event, (0, len(events)))
+                event = None
             events.append(event)
     except OSError as err:
         scanner.problems.append(f"read failed after {scanner.bytes_read} bytes: {err.strerror or err}")
@@ -65,14 +73,17 @@ def number(events: list[Event]) -> list[Event]:
     return events
 
 
-def analyze(*paths: str, jobs: int | None = None, progress: Callable[[Input], None] | None = None) -> Diagnosis:
+def analyze(
+    *paths: str, jobs: int | None = None, progress: Callable[[Input], None] | None = None, budget: int | None = BUCKETS
+) -> Diagnosis:
     """Read every input under `paths` and diagnose what they show.
 
     Files on disk are scanned by `jobs` processes (default: one per core); archive members
     and pipes stream through this process. Results are merged in input order, so the
-    diagnosis is the same whatever `jobs` is."""
+    diagnosis is the same whatever `jobs` is. Memory readings are kept within `budget`
+    buckets (reduce.py); None keeps every one."""
     jobs = jobs or os.cpu_count() or 1
-    read: list[tuple[Input, list[Event | Clue] | Future | None]] = []
+    read: list[tuple[Input, Any]] = []
     waiting: list[int] = []  # files found but not yet handed to the pool (their place in `read`)
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_started) if jobs > 1 else None
     with collector.paused():  # the events come in by the ten thousand, and stay
@@ -83,21 +94,34 @@ def analyze(*paths: str, jobs: int | None = None, progress: Callable[[Input], No
                     read.append((item, None))
                     continue
                 if pool is not None:  # keep the pool busy while this process reads a stream
-                    _hand_out(pool, read, waiting, progress, jobs)
-                read.append((item, read_input(item)))
+                    _hand_out(pool, read, waiting, progress, jobs, budget)
+                reduction = _reduction(budget)
+                read.append((item, _reduced(read_input(item, reduction), reduction)))
                 if progress:
                     progress(item)
             if pool is not None:
-                _hand_out(pool, read, waiting, progress, jobs)
+                _hand_out(pool, read, waiting, progress, jobs, budget)
             from .diagnosis import diagnose  # while the pool reads: the processes it forked need none of it
 
-            results = [(item, _collect(item, found)) for item, found in read]
+            kept = _reduction(budget)
+            results = []
+            for index, (item, found) in enumerate(read):  # each input's readings join the others' as it comes in
+                read[index] = (item, None)  # the future's result (rows) goes with it, once made into events
+                found, (seen, level) = _collect(item, found)
+                item.readings = seen
+                if kept is not None:
+                    kept.coarsen(level)
+                    reduce_found(found, index, kept)
+                results.append((item, found))
         finally:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
+        if kept is not None:
+            restore([found for _, found in results], kept)
         events: list[Event] = []
         clues: list[Clue] = []
         for item, found in results:
+            item.readings_kept = sum(1 for x in found if x.kind == READING)
             for event in found:
                 if event.node is None:  # an archive member may learn its node after it was read
                     event.node = item.node
@@ -107,7 +131,7 @@ def analyze(*paths: str, jobs: int | None = None, progress: Callable[[Input], No
 
 
 def _hand_out(
-    pool: ProcessPoolExecutor, read: list, waiting: list[int], progress: Callable[[Input], None] | None, jobs: int = 1
+    pool: ProcessPoolExecutor, read: list, waiting: list[int], progress: Callable[[Input], None] | None, jobs: int, budget: int | None
 ) -> None:
     """Submit the waiting files, the biggest first: a big file started last would leave the
     other processes idle while it alone is read. A file too big for one process is read
@@ -116,9 +140,9 @@ def _hand_out(
         item = read[index][0]
         spans = _ranges(item, jobs)
         if spans is None:
-            future: Future | list[Future] = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node)
+            future: Future | list[Future] = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node, budget)
         else:
-            future = [pool.submit(_read_range, item.file, item.role, item.pid, item.node, span, spans[1]) for span in spans[0]]
+            future = [pool.submit(_read_range, item.file, item.role, item.pid, item.node, span, spans[1], budget) for span in spans[0]]
         if progress:
             last = future if isinstance(future, Future) else future[-1]
             last.add_done_callback(lambda _f, it=item: progress(it))
@@ -175,27 +199,36 @@ def _line_after(fh: BinaryIO, at: int) -> int:
     return at
 
 
-def _read_range(file: str, role: str, pid: int | None, node: str | None, span: tuple[int, int, int, int], year: int | None) -> tuple:
+def _read_range(
+    file: str, role: str, pid: int | None, node: str | None, span: tuple[int, int, int, int], year: int | None, budget: int | None
+) -> tuple:
     """In a worker process: scan one byte range of a big file (see _ranges). Returns the
-    events as rows with line numbers counted from the range's own start, the line breaks
-    in its own part, its problems, and the first time its own part prints (for events of
-    the range before it that had no time after them)."""
+    events as rows numbered as the whole file's lines, its readings reduced as the whole
+    file's would be, the line breaks in its own part, its problems, and the first time its
+    own part prints (for events of the range before it that had no time after them)."""
     lo, own_lo, own_hi, hi = span
     ctx = FileContext(file, role, pid, node, year)
     scanner = Scanner(ctx)
+    reduction = _reduction(budget)
+    found: list[Event | Clue | None] = []
     with open(file, "rb") as fh:
         scanner.resume((own_lo - lo, own_hi - lo), *(context_before(fh, lo, ctx) if lo else (None, None, None)))
-        before = _count_lines(fh, lo, own_lo)  # line breaks ahead of the own part
+        shift = _count_lines(fh, 0, lo)  # the file's lines before the range
         own = _count_lines(fh, own_lo, own_hi)
         first, first_node = _first_time(fh, own_lo, own_hi, node is None) if own_lo else (None, None)
         fh.seek(lo)
-        found = list(scanner.events(io.BufferedReader(_Slice(fh, hi - lo))))
-    for x in found:  # line numbers from the own part's first line
-        x.source = Source(x.source.path, x.source.line - before, x.source.end_line - before)
-        if isinstance(x, Event):
-            x.sources = [x.source]
+        for x in scanner.events(io.BufferedReader(_Slice(fh, hi - lo))):
+            x.source = Source(x.source.path, x.source.line + shift, x.source.end_line + shift)
+            if isinstance(x, Event):
+                x.sources = [x.source]
+                if reduction is not None and x.kind == READING:  # numbered first: untimed readings are placed by line
+                    reduction.add(x, (0, len(found)))
+                    x = None
+            found.append(x)
+    if reduction is not None:
+        restore([found], reduction)
     opened = [i for i, x in enumerate(found) if isinstance(x, Event) and is_open(x)]
-    return to_rows(found), own, (scanner.problems, scanner.counts()), (first, first_node), opened, ctx.year
+    return to_rows(found), own, (scanner.problems, scanner.counts()), (first, first_node), opened, ctx.year, _reduced(found, reduction)[1]
 
 
 READ_STEP = 4 << 20  # bytes read at a time where a range's lines are counted or its first time looked for
@@ -254,32 +287,45 @@ def _worker_started() -> None:
     gc.enable()
 
 
-def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None) -> tuple[list[tuple], int, int, list[str]]:
+def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None, budget: int | None) -> tuple:
     """In a worker process: scan one file, return what the parent needs of its Input (the
-    events as rows of plain values, events.to_rows)."""
+    events as rows of plain values, events.to_rows) and of its readings' reduction."""
     item = reopen(Input(file, role, pid, node, file=file))
-    found = read_input(item)
-    return to_rows(found), item.bytes, item.lines, item.problems
+    reduction = _reduction(budget)
+    found, reduced = _reduced(read_input(item, reduction), reduction)
+    return to_rows(found), item.bytes, item.lines, item.problems, reduced
 
 
-def _collect(item: Input, found: list[Event | Clue] | Future | list[Future]) -> list[Event | Clue]:
+def _reduction(budget: int | None) -> Reduction | None:
+    return Reduction(budget) if budget is not None else None
+
+
+Reduced = tuple[int, int]  # of one input's readings: how many were read, and the reduction's level
+
+
+def _reduced(found: list[Event | Clue], reduction: Reduction | None) -> tuple[list[Event | Clue], Reduced]:
+    seen = reduction.seen if reduction is not None else sum(1 for x in found if x.kind == READING)
+    return found, (seen, reduction.level if reduction is not None else 0)
+
+
+def _collect(item: Input, found: Any) -> tuple[list[Event | Clue], Reduced]:
     if isinstance(found, list) and found and isinstance(found[0], Future):
         return _collect_ranges(item, found)
     if not isinstance(found, Future):
         return found
     try:
-        rows, item.bytes, item.lines, problems = found.result()
+        rows, item.bytes, item.lines, problems, reduced = found.result()
     except Exception as err:  # noqa: BLE001 - a worker that died costs only its input
         item.problems.append(f"oomlens failed on this input (please report): {type(err).__name__}: {err}")
-        return []
+        return [], (0, 0)
     item.problems.extend(problems)
-    return from_rows(rows)
+    return from_rows(rows), reduced
 
 
-def _collect_ranges(item: Input, futures: list[Future]) -> list[Event | Clue]:
-    """One file's events from its ranges, as a scan of the whole file gives them: line
-    numbers run on from range to range, and an event with no time after it in its range
-    ends its interval at the first time a later range prints."""
+def _collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Clue], Reduced]:
+    """One file's events from its ranges, as a scan of the whole file gives them: an event
+    with no time after it in its range ends its interval at the first time a later range
+    prints; the ranges' readings are reduced together."""
     found: list[Event | Clue] = []
     lines = 0
     pending: list[Event] = []  # open events of earlier ranges
@@ -288,9 +334,10 @@ def _collect_ranges(item: Input, futures: list[Future]) -> list[Event | Clue]:
         results = [future.result() for future in futures]
     except Exception as err:  # noqa: BLE001 - a worker that died costs only its input
         item.problems.append(f"oomlens failed on this input (please report): {type(err).__name__}: {err}")
-        return []
-    long_lines = bad_lines = 0
-    for rows, own_lines, (problems, (longs, bads)), (first, first_node), open_at, year in results:
+        return [], (0, 0)
+    long_lines = bad_lines = seen = level = 0
+    for rows, own_lines, (problems, (longs, bads)), (first, first_node), open_at, year, (part_seen, part_level) in results:
+        seen, level = seen + part_seen, max(level, part_level)
         long_lines, bad_lines = long_lines + longs, bad_lines + bads
         ctx.year = ctx.year or year
         if first is not None and pending:
@@ -298,17 +345,13 @@ def _collect_ranges(item: Input, futures: list[Future]) -> list[Event | Clue]:
                 set_latest(event, first, first_node, ctx)
             pending = []
         part = from_rows(rows)
-        for x in part:
-            x.source = Source(x.source.path, x.source.line + lines, x.source.end_line + lines)
-            if isinstance(x, Event):
-                x.sources = [x.source]
         pending += [part[i] for i in open_at]
         found += part
         lines += own_lines
         item.problems.extend(problems)
     item.problems.extend(counted_problems(long_lines, bad_lines))
     item.bytes, item.lines = item.size, lines + (1 if item.size and not _ends_with_break(item.file) else 0)
-    return found
+    return found, (seen, level)
 
 
 def _ends_with_break(path: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -212,7 +213,10 @@ class Scanner:
         self._stampless_to = -1  # no stamp stands between _stamp_pos and this offset (in the data)
         self._stampless_from = 0  # where the stretch without a stamp began, as far as lookups know (in the data)
         self._after: tuple[int, int, Stamp | None, str | None] = (-1, -1, None, None)  # no stamp in [a, b); the one at b (None: none to the chunk's end), its line's node
-        self._open: list[Event] = []  # unstamped events whose next stamp lies past the chunks read so far
+        # unstamped events whose next stamp lies past the chunks read so far, held weakly: a
+        # memory reading the reduction (reduce.py) let go needs no time after it
+        self._open: list[weakref.ref[Event]] = []
+        self._open_kept = OPEN_MIN  # compact _open when it has grown past this
         self._actor: str | None = None  # the actor or task a worker file announced last
         self._long_lines = 0
         self._counted = (0, 0)  # (offset, line breaks before it) counted in the last chunk
@@ -374,8 +378,9 @@ class Scanner:
         carried = cut
         self._after = (-1, -1, None, None)
         if self._open and (later := self._stamp_after(data, 0))[0] is not None:
-            for event in self._open:  # events of earlier chunks: their next stamp came only now
-                self._set_latest(event, *later)
+            for ref in self._open:  # events of earlier chunks: their next stamp came only now
+                if (event := ref()) is not None:
+                    self._set_latest(event, *later)
             self._open.clear()
         for pos, fam in self.trigger.finditer(data, begin, end):
             if pos >= cut:
@@ -415,7 +420,7 @@ class Scanner:
                         if self.ctx.node is None:  # many nodes' lines: whose clock lent the time
                             event.stamp_nodes = (node, None)
                         if later is None:
-                            self._open.append(event)
+                            self._hold_open(event)
                         else:
                             self._set_latest(event, later, later_node)
             yield from found
@@ -557,6 +562,12 @@ class Scanner:
         self._after = (pos, at, found, node)
         return found, node
 
+    def _hold_open(self, event: Event) -> None:
+        self._open.append(weakref.ref(event))
+        if len(self._open) > self._open_kept:  # let go of the references to events gone
+            self._open = [ref for ref in self._open if ref() is not None]
+            self._open_kept = max(OPEN_MIN, 2 * len(self._open))
+
     def _set_latest(self, event: Event, stamp: Stamp, node: str | None) -> None:
         set_latest(event, stamp, node, self.ctx)
 
@@ -645,6 +656,8 @@ def context_before(fh: BinaryIO, lo: int, ctx: FileContext) -> tuple[Stamp | Non
 
 CONTEXT_STEP = 4 << 20  # the widest window context_before reads at once: memory stays flat
 
+
+OPEN_MIN = 1024  # open events held before the first look for ones gone
 
 ANNOUNCED_AT = re.compile(ANNOUNCED.encode())
 

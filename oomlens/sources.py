@@ -83,12 +83,17 @@ class Input:
     bytes: int = 0
     lines: int = 0
     problems: list[str] = field(default_factory=list)
+    readings: int = 0  # memory readings read (reduce.py)
+    readings_kept: int = 0  # and kept
 
     def __post_init__(self) -> None:
         self.path = shown(self.path)
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "role": self.role, "bytes": self.bytes, "lines": self.lines, "problems": self.problems}
+        out = {"path": self.path, "role": self.role, "bytes": self.bytes, "lines": self.lines, "problems": self.problems}
+        if self.readings:  # additive: the memory lines read, and how many of them the diagnosis keeps
+            out["readings"] = {"read": self.readings, "kept": self.readings_kept}
+        return out
 
 
 def shown(path: str) -> str:

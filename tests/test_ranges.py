@@ -8,7 +8,8 @@ import random
 import pytest
 
 from conftest import INCIDENTS, REAL, SESSIONS
-from oomlens import analyze, pipeline
+from oomlens import pipeline
+from oomlens.pipeline import analyze
 from oomlens.sources import discover
 
 
@@ -31,25 +32,27 @@ def big_log():
 
 
 @pytest.mark.parametrize("name", ["driver-console.log", "worker-0b3f4c1a5e8d7f2a9c6b1e4d3a2f5c8b7e6d9a1c4f3b2e5d8c7a6b9f-01000000-4242.out"])
-@pytest.mark.parametrize("jobs", [2, 3])
-def test_ranges_read_what_the_whole_file_reads(big_log, tmp_path, name, jobs, monkeypatch):
+@pytest.mark.parametrize("jobs,budget", [(2, None), (3, None), (2, 64), (3, 1000)])
+def test_ranges_read_what_the_whole_file_reads(big_log, tmp_path, name, jobs, budget, monkeypatch):
     path = tmp_path / name
     path.write_bytes(big_log)
-    whole = analyze(str(path), jobs=1)
+    whole = analyze(str(path), jobs=1, budget=budget)
     monkeypatch.setattr(pipeline, "RANGE_MIN", 1 << 20)
     [item] = discover([str(path)])
     spans = pipeline._ranges(item, jobs)
     assert spans is not None and len(spans[0]) == jobs  # read as `jobs` ranges
-    ranged = analyze(str(path), jobs=jobs)
+    ranged = analyze(str(path), jobs=jobs, budget=budget)
     assert [e.to_dict() for e in ranged.events] == [e.to_dict() for e in whole.events]
     assert [(i.bytes, i.lines, i.problems) for i in ranged.inputs] == [(i.bytes, i.lines, i.problems) for i in whole.inputs]
     assert ranged.to_dict() == whole.to_dict()
 
 
-def test_a_range_far_from_any_time_or_name_takes_them_from_before_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("budget", [None, 4096, 300])
+def test_a_range_far_from_any_time_or_name_takes_them_from_before_it(tmp_path, monkeypatch, budget):
     """Megabytes of memory lines printing no time, after one stamped line and one announced
     actor: every range after the first lies far from both, and must still lend its events
-    that time (and the first time after them) and that actor."""
+    that time (and the first time after them) and that actor. Reduced to a budget, the
+    ranges keep the readings the whole file keeps (placed by line: no time of their own)."""
     rng = random.Random(3)
     lines = [b":actor_name:WorkerDict", b"[2026-11-22 03:37:10,001 I 1 1] start"]
     for step in range(40000):
@@ -58,12 +61,17 @@ def test_a_range_far_from_any_time_or_name_takes_them_from_before_it(tmp_path, m
     lines.append(b"[2026-11-22 04:10:00,500 I 1 1] end")
     path = tmp_path / "worker-0b3f4c1a5e8d7f2a9c6b1e4d3a2f5c8b7e6d9a1c4f3b2e5d8c7a6b9f-01000000-4242.out"
     path.write_bytes(b"\n".join(lines) + b"\n")
-    whole = analyze(str(path), jobs=1)
+    whole = analyze(str(path), jobs=1, budget=budget)
     monkeypatch.setattr(pipeline, "RANGE_MIN", 1 << 20)
     [item] = discover([str(path)])
     assert pipeline._ranges(item, 2) is not None
-    ranged = analyze(str(path), jobs=2)
-    assert len(ranged.events) == 40000
+    ranged = analyze(str(path), jobs=2, budget=budget)
+    [read] = ranged.inputs
+    assert (read.readings, read.readings_kept) == (40000, len(ranged.events))
+    if budget is None:
+        assert len(ranged.events) == 40000
+    else:  # the first and last of each bucket, and each size's lowest and highest: at most 6 a bucket
+        assert budget <= len(ranged.events) <= 6 * budget
     last = ranged.events[-1]
     assert (last.time, last.time_latest, last.actor) == ("2026-11-22T03:37:10.001", "2026-11-22T04:10:00.500", "WorkerDict")
     assert ranged.to_dict() == whole.to_dict()

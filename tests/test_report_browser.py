@@ -263,6 +263,7 @@ def test_long_run_draws_fast_and_keeps_its_peak(opened, reports):
     for trace in [t for t in loaded.traces("timeline") if t["group"] == "gpu"]:
         metric = trace["name"].split(" · ")[0].split()[-1]
         values = [s.bytes for s in readings if s.metric == metric]
-        assert len(values) == BIG and trace["n"] <= report.MAX_POINTS
+        [read] = diagnosis.inputs  # a day of readings, reduced to the budget, then downsampled for the page
+        assert (read.readings, len(values)) == (BIG, read.readings_kept) and trace["n"] <= report.MAX_POINTS
         peak = loaded.page.evaluate(f"Math.max(...document.getElementById('timeline').data.find(t => t.name === {trace['name']!r}).y)")
         assert peak == pytest.approx(max(values) / 1024**3)

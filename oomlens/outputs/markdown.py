@@ -32,6 +32,8 @@ def render(diagnosis: Diagnosis) -> str:
         ]
     if diagnosis.clocks:
         out += [""] + [f"- clock: {_cell(note.sentence())}" for note in diagnosis.clocks]
+    if diagnosis.readings_note:
+        out += ["", f"- {_cell(diagnosis.readings_note)}"]
     for incident in diagnosis.incidents:
         out += ["", f"### Incident {incident.id}: {NAMES[incident.root.kind]} ({incident.memory or 'memory not shown'})", ""]
         out += [f"- {_cell(line)}" for line in incident.evidence]

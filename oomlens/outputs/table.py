@@ -78,6 +78,8 @@ def render(diagnosis: Diagnosis, width: int | None = None) -> str:
     lines.append(verdict_block(diagnosis, width))
     lines.append("")
     lines.extend(f"clock: {note.sentence()}" for note in diagnosis.clocks)
+    if diagnosis.readings_note:
+        lines.append(diagnosis.readings_note)
     read = sum(1 for i in diagnosis.inputs if i.opener is not None)
     lines.append(f"{len(diagnosis.events)} event(s) in {read} input(s), {sum(i.bytes for i in diagnosis.inputs)} bytes read")
     if diagnosis.problems:

@@ -1,0 +1,142 @@
+"""Reduce: memory readings kept within a fixed budget, whatever the length of the run.
+
+A week-long run prints millions of memory lines. Each series (one file, process, device and
+label) is cut into time buckets on a grid aligned to the epoch, 2**(level - 1) seconds wide (lines
+that print no time: that many lines wide), and of each bucket only the readings that matter
+are kept: its first and last, and the lowest and highest of each size it reports. Every
+series shares one level, the finest at which all buckets fit the budget; at level 0 each
+reading is its own bucket, so a run that fits keeps every reading.
+
+The kept set depends only on the readings, not on the order they come in or on how they are
+split: a reduction of a file's byte ranges, merged, keeps what a reduction of the whole file
+keeps (a coarser bucket is the union of finer ones, and its extremes are among theirs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from .events import Event
+
+BUCKETS = 4096  # buckets kept over all series; at most 2 + 2 x len(SIZES) readings each
+SIZES = ("used_bytes", "allocated_bytes", "reserved_bytes", "cpu_used_bytes")  # what timeline.py draws
+READING = "gpu_memory"
+WIDEST = 65  # the level whose one bucket holds a whole series: 2**64 seconds or lines
+
+
+Slot = tuple[int, int]  # where a reading stood: (input, place in that input's list)
+Entry = tuple[Event, Slot]
+
+
+@dataclass
+class Reduction:
+    """The kept readings of one or more inputs, by series and bucket. `seen` counts every
+    reading added, `level` is the grid's (see _key)."""
+
+    budget: int = BUCKETS
+    level: int = 0
+    seen: int = 0
+    buckets: dict[tuple, dict[str, Entry]] = field(default_factory=dict)
+
+    def add(self, event: Event, slot: Slot) -> None:
+        """Take one reading; it is kept for as long as it is an extreme of its bucket."""
+        self.seen += 1
+        key = _key(event, self.level)
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            self.buckets[key] = dict.fromkeys(_roles(event), (event, slot))
+            if len(self.buckets) > self.budget and self.level < WIDEST:
+                self.coarsen(self.level + 1)
+        else:
+            _keep(bucket, (event, slot))
+
+    def coarsen(self, level: int) -> None:
+        """Widen every bucket to `level`, and further until all fit the budget (or each
+        series is one bucket: a budget below the number of series is exceeded by that)."""
+        level = min(level, WIDEST)
+        while level > self.level:
+            merged: dict[tuple, dict[str, Entry]] = {}
+            for bucket in self.buckets.values():
+                key = _key(bucket["first"][0], level)
+                home = merged.get(key)
+                if home is None:
+                    merged[key] = bucket
+                else:
+                    for entry in _distinct(bucket):
+                        _keep(home, entry)
+            self.buckets, self.level = merged, level
+            if len(self.buckets) > self.budget and level < WIDEST:
+                level += 1
+
+    def kept(self) -> list[Entry]:
+        """Every reading kept, once each, in no particular order."""
+        return [entry for bucket in self.buckets.values() for entry in _distinct(bucket)]
+
+
+def reduce_found(found: list, index: int, reduction: Reduction) -> None:
+    """Hand the readings among `found` (the events and clues of input number `index`) to
+    `reduction`, each replaced by None where it stood; `restore` puts back the kept ones."""
+    for place, x in enumerate(found):
+        if isinstance(x, Event) and x.kind == READING:
+            reduction.add(x, (index, place))
+            found[place] = None
+
+
+def restore(lists: list[list], reduction: Reduction) -> None:
+    """Put each kept reading back in its place and close the gaps of the others."""
+    for event, (index, place) in reduction.kept():
+        lists[index][place] = event
+    for found in lists:
+        found[:] = [x for x in found if x is not None]
+
+
+def _distinct(bucket: dict[str, Entry]) -> list[Entry]:
+    return list({id(entry[0]): entry for entry in bucket.values()}.values())
+
+
+def _roles(event: Event) -> list[str]:
+    f = event.fields
+    return ["first", "last", *(f"{end} {name}" for name in SIZES if f.get(name) is not None for end in ("min", "max"))]
+
+
+def _order(entry: Entry) -> tuple:
+    """A reading's place in its series: its line, then its text (two readings of one line)."""
+    return entry[0].source.line, entry[0].text
+
+
+def _keep(bucket: dict[str, Entry], entry: Entry) -> None:
+    """Let a reading take each role of its bucket it is better at (ties: the earlier one)."""
+    event = entry[0]
+    order = _order(entry)
+    if order < _order(bucket["first"]):
+        bucket["first"] = entry
+    if order > _order(bucket["last"]):
+        bucket["last"] = entry
+    for name in SIZES:
+        value = event.fields.get(name)
+        if value is None:
+            continue
+        low, high = bucket.get("min " + name), bucket.get("max " + name)
+        if low is None or (value, order) < (low[0].fields[name], _order(low)):
+            bucket["min " + name] = entry
+        if high is None or (-value, order) < (-high[0].fields[name], _order(high)):
+            bucket["max " + name] = entry
+
+
+def _key(event: Event, level: int) -> tuple:
+    """The bucket of a reading at `level`: at level 0 its own; above, its series and its
+    place on a grid 2**(level - 1) wide of seconds since the epoch where its line printed a
+    time (one printed without a zone read as UTC), else of line numbers (a time borrowed
+    from an earlier line is shared by every line after it)."""
+    f = event.fields
+    series = (event.source.path, event.node, event.pid, event.actor, event.rank, event.gpu, event.memory, f.get("label"))
+    if level == 0:
+        return series, event.source.line, event.text
+    if event.time is not None and not event.time_inferred:
+        try:
+            t = datetime.fromisoformat(event.time)
+            return series, "s", int((t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()) >> (level - 1)
+        except (ValueError, OverflowError):
+            pass
+    return series, "line", event.source.line >> (level - 1)

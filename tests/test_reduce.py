@@ -1,0 +1,158 @@
+"""The reduction of memory readings: what it keeps is a function of the readings alone (not of
+their order or of how the input was split), it keeps every series' extremes, first and last,
+it stays within its budget, and a run within the budget loses nothing."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from oomlens.events import Event, Source
+from oomlens.reduce import SIZES, Reduction, reduce_found, restore
+
+GIB = 1 << 30
+
+
+def readings(rng: random.Random, n: int) -> list[Event]:
+    """Readings the way a run's logs hold them: a few files and processes, labels, devices;
+    times printed with or without a zone, borrowed from an earlier line, or none; many in
+    one second; sizes that climb, fall back and repeat; some lines with one size only."""
+    files = [f"logs/worker-{i:02x}.out" for i in range(rng.randint(1, 4))] + ["driver-console.log"]
+    start = datetime(2025, 4, 2, rng.randrange(24), tzinfo=timezone.utc)
+    out, line, t = [], {f: 0 for f in files}, start
+    for _ in range(n):
+        path = rng.choice(files)
+        line[path] += rng.randint(1, 30)
+        t += timedelta(seconds=rng.choice([0, 0, 0.2, 1, 3, 45, 900, 7200]) * rng.random())
+        form = rng.random()
+        time = None if form < 0.15 else t.isoformat(timespec="milliseconds")
+        if time is not None and form < 0.3:
+            time = time[:-6]  # printed without its zone
+        fields: dict = {"label": rng.choice(["Before state_dict()", "After offload", "step"])}
+        for name in rng.sample(SIZES, rng.randint(1, len(SIZES))):
+            fields[name] = rng.choice([rng.randrange(80) * GIB // 4, rng.randrange(1 << 40)])
+        out.append(Event(
+            "gpu_memory", Source(path, line[path], line[path]), f"memory line {line[path]} of {path}", time,
+            time_inferred=time is not None and form < 0.4, pid=rng.choice([None, 4242, 5151]), gpu=rng.choice([None, 0, 1]),
+            memory="gpu", fields=fields,
+        ))
+    return out
+
+
+def reduce_all(events: list[Event], budget: int, parts: int, rng: random.Random) -> set[int]:
+    """Reduce `events` split into `parts` runs of consecutive readings (as byte ranges of one
+    file are, or separate inputs), each with its own reduction, merged in a random order
+    the way the pipeline merges them; the ids of the readings kept."""
+    cuts = sorted(rng.sample(range(1, len(events)), parts - 1)) if parts > 1 else []
+    pieces = [events[a:b] for a, b in zip([0, *cuts], [*cuts, len(events)])]
+    kept = []
+    for piece in pieces:
+        local = Reduction(budget)
+        found = list(piece)
+        reduce_found(found, 0, local)
+        restore([found], local)
+        kept.append((found, local.level))
+    rng.shuffle(kept)
+    whole = Reduction(budget)
+    lists = []
+    for index, (found, level) in enumerate(kept):
+        whole.coarsen(level)
+        reduce_found(found, index, whole)
+        lists.append(found)
+    restore(lists, whole)
+    return {id(e) for found in lists for e in found}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_what_is_kept_depends_on_the_readings_alone(seed):
+    rng = random.Random(seed)
+    events = readings(rng, rng.choice([300, 2000, 6000]))
+    budget = rng.choice([8, 50, len(events) // 10])
+    once = reduce_all(events, budget, 1, rng)
+    assert len(once) < len(events)
+    for parts in (2, 3, 7):
+        assert reduce_all(events, budget, parts, rng) == once, parts
+    shuffled = events[:]
+    rng.shuffle(shuffled)
+    assert reduce_all(shuffled, budget, 1, rng) == once
+
+
+def _series(e: Event) -> tuple:
+    return (e.source.path, e.node, e.pid, e.actor, e.rank, e.gpu, e.memory, e.fields["label"])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_series_keeps_its_first_last_lowest_and_highest(seed):
+    rng = random.Random(100 + seed)
+    events = readings(rng, 3000)
+    budget = rng.choice([10, 60, 500])
+    kept = reduce_all(events, budget, rng.randint(1, 4), rng)
+    series: dict[tuple, list[Event]] = {}
+    for e in events:
+        series.setdefault(_series(e), []).append(e)
+    for members in series.values():
+        by_line = sorted(members, key=lambda e: (e.source.line, e.text))
+        assert id(by_line[0]) in kept and id(by_line[-1]) in kept
+        for name in SIZES:
+            sized = [e for e in by_line if e.fields.get(name) is not None]
+            if sized:
+                assert max(e.fields[name] for e in sized if id(e) in kept) == max(e.fields[name] for e in sized)
+                assert min(e.fields[name] for e in sized if id(e) in kept) == min(e.fields[name] for e in sized)
+    assert len(kept) <= (2 + 2 * len(SIZES)) * max(budget, 2 * len(series))  # a series: one bucket of timed lines, one of others
+
+
+def test_a_run_within_the_budget_keeps_every_reading():
+    """Level 0 is one bucket per reading: readings that share a second, or a borrowed time,
+    are all kept while they fit."""
+    rng = random.Random(5)
+    events = readings(rng, 2000)
+    assert reduce_all(events, 2000, 3, rng) == {id(e) for e in events}
+
+
+def test_a_steady_climb_stays_a_steady_climb():
+    """A leak: one process's allocation rising line after line for a day. Reduced to a few
+    buckets, what is kept still rises at every step (the growth the timeline looks for)."""
+    t0 = datetime(2025, 4, 2, tzinfo=timezone.utc)
+    events = [
+        Event("gpu_memory", Source("w.out", i + 1, i + 1), f"line {i}", (t0 + timedelta(seconds=7 * i)).isoformat(), pid=1,
+              memory="gpu", fields={"label": "step", "allocated_bytes": GIB + i * 1000})
+        for i in range(12_000)
+    ]
+    kept = reduce_all(events, 64, 2, random.Random(1))
+    values = [e.fields["allocated_bytes"] for e in events if id(e) in kept]
+    assert 64 <= len(values) <= 2 * 128 and values == sorted(values) and len(set(values)) == len(values)
+    assert (values[0], values[-1]) == (GIB, GIB + 11_999 * 1000)
+
+
+def long_run(path, seconds: int) -> None:
+    """A worker's veRL memory line once a second for `seconds`, allocation climbing then
+    falling back each minute, with one spike the reduction must keep."""
+    with path.open("w") as out:
+        for i in range(seconds):
+            allocated = 10 + (i % 60) / 10 + (30.0 if i == seconds // 3 else 0)
+            out.write(
+                f"(WorkerDict pid=169054) DEBUG:2025-06-28 {10 + i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d},828:Before building vllm rollout, "
+                f"memory allocated (GB): {allocated:.2f}, memory reserved (GB): 48.00, device memory used/total (GB): 50.11/79.11\n"
+            )
+
+
+def test_the_command_says_how_many_readings_it_kept_and_keeps_all_on_request(tmp_path):
+    from click.testing import CliRunner
+
+    import orjson
+    from oomlens.cli import main
+
+    long_run(tmp_path / "driver.log", 30_000)
+    runner = CliRunner()
+    reduced = orjson.loads(runner.invoke(main, ["parse", str(tmp_path), "--format", "json", "-j", "1"]).stdout_bytes)
+    [item] = reduced["inputs"]
+    readings = [e for e in reduced["events"] if e["kind"] == "gpu_memory"]
+    assert item["readings"] == {"read": 30_000, "kept": len(readings)} and len(readings) < 30_000
+    assert max(e["fields"]["allocated_bytes"] for e in readings) == 44 * GIB  # the spike: 10 + 4.0 + 30 GiB
+    everything = orjson.loads(runner.invoke(main, ["parse", str(tmp_path), "--format", "json", "--all-readings"]).stdout_bytes)
+    assert everything["inputs"][0]["readings"] == {"read": 30_000, "kept": 30_000} and len(everything["events"]) == 30_000
+    table = runner.invoke(main, ["parse", str(tmp_path)]).output
+    assert f"memory readings: 30,000 read, {len(readings):,} kept" in table
+    assert "memory readings" not in runner.invoke(main, ["parse", str(tmp_path), "--all-readings"]).output
