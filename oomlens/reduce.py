@@ -26,7 +26,9 @@ WIDEST = 65  # the level whose one bucket holds a whole series: 2**64 seconds or
 
 
 Slot = tuple[int, int]  # where a reading stood: (input, place in that input's list)
-Entry = tuple[Event, Slot]
+Entry = tuple[Event, Slot, tuple]  # and its place in its series (see _order)
+MIN = {name: "min " + name for name in SIZES}  # the roles of a bucket, by size
+MAX = {name: "max " + name for name in SIZES}
 
 
 @dataclass
@@ -45,11 +47,11 @@ class Reduction:
         key = _key(event, self.level)
         bucket = self.buckets.get(key)
         if bucket is None:
-            self.buckets[key] = dict.fromkeys(_roles(event), (event, slot))
+            self.buckets[key] = dict.fromkeys(_roles(event), (event, slot, _order(event)))
             if len(self.buckets) > self.budget and self.level < WIDEST:
                 self.coarsen(self.level + 1)
         else:
-            _keep(bucket, (event, slot))
+            _keep(bucket, (event, slot, _order(event)))
 
     def coarsen(self, level: int) -> None:
         """Widen every bucket to `level`, and further until all fit the budget (or each
@@ -85,7 +87,7 @@ def reduce_found(found: list, index: int, reduction: Reduction) -> None:
 
 def restore(lists: list[list], reduction: Reduction) -> None:
     """Put each kept reading back in its place and close the gaps of the others."""
-    for event, (index, place) in reduction.kept():
+    for event, (index, place), _ in reduction.kept():
         lists[index][place] = event
     for found in lists:
         found[:] = [x for x in found if x is not None]
@@ -97,31 +99,31 @@ def _distinct(bucket: dict[str, Entry]) -> list[Entry]:
 
 def _roles(event: Event) -> list[str]:
     f = event.fields
-    return ["first", "last", *(f"{end} {name}" for name in SIZES if f.get(name) is not None for end in ("min", "max"))]
+    return ["first", "last", *(role[name] for name in SIZES if f.get(name) is not None for role in (MIN, MAX))]
 
 
-def _order(entry: Entry) -> tuple:
+def _order(event: Event) -> tuple:
     """A reading's place in its series: its line, then its text (two readings of one line)."""
-    return entry[0].source.line, entry[0].text
+    return event.source.line, event.text
 
 
 def _keep(bucket: dict[str, Entry], entry: Entry) -> None:
     """Let a reading take each role of its bucket it is better at (ties: the earlier one)."""
-    event = entry[0]
-    order = _order(entry)
-    if order < _order(bucket["first"]):
+    event, _, order = entry
+    if order < bucket["first"][2]:
         bucket["first"] = entry
-    if order > _order(bucket["last"]):
+    if order > bucket["last"][2]:
         bucket["last"] = entry
+    fields = event.fields
     for name in SIZES:
-        value = event.fields.get(name)
+        value = fields.get(name)
         if value is None:
             continue
-        low, high = bucket.get("min " + name), bucket.get("max " + name)
-        if low is None or (value, order) < (low[0].fields[name], _order(low)):
-            bucket["min " + name] = entry
-        if high is None or (-value, order) < (-high[0].fields[name], _order(high)):
-            bucket["max " + name] = entry
+        low, high = bucket.get(MIN[name]), bucket.get(MAX[name])
+        if low is None or value < (kept := low[0].fields[name]) or (value == kept and order < low[2]):
+            bucket[MIN[name]] = entry
+        if high is None or value > (kept := high[0].fields[name]) or (value == kept and order < high[2]):
+            bucket[MAX[name]] = entry
 
 
 def _key(event: Event, level: int) -> tuple:
