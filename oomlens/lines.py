@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -189,10 +190,10 @@ def _apply(envelope: Envelope, line: Line, m: re.Match) -> None:
         pid, name = None, name or pid
     if line.pid is None and pid is not None:
         line.pid = int(pid)
-    if line.actor is None and name:
-        line.actor = name
+    if line.actor is None and name:  # interned: thousands of events name the same few
+        line.actor = sys.intern(name)
     if line.ip is None and g.get("ip"):
-        line.ip = g["ip"]
+        line.ip = sys.intern(g["ip"])
     if line.rank is None and g.get("rank"):
         line.rank = int(g["rank"])
 
