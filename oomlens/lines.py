@@ -221,6 +221,18 @@ _ANY_FIRST = tuple(e for e in ENVELOPES if not e.first)
 _BY_NAME = {e.name: e for e in ENVELOPES}
 _STREAMS = tuple(e for e in ENVELOPES if e.stream)
 _BY_FIRST = {char: tuple(e for e in ENVELOPES if not e.first or char in e.first) for e in ENVELOPES for char in e.first}
+
+
+def envelope_at(text: str, at: int = 0) -> tuple[Envelope, re.Match[str]] | None:
+    """The first envelope (in the table's order, among those that may start with the
+    character at `at`) whose pattern matches at `at` and takes at least one character."""
+    for envelope in _BY_FIRST.get(text[at : at + 1], _ANY_FIRST):
+        m = envelope.pattern.match(text, at)
+        if m and m.end() > at:
+            return envelope, m
+    return None
+
+
 def _json_record(text: str) -> Line | None:
     """Ray's JSON records: events/event_*.log and structured logs (RAY_BACKEND_LOG_JSON=1).
 
@@ -260,12 +272,10 @@ def peel(raw: str) -> Line:
         line.repeated = int(m.group(1))
         text = text[: m.start()]
     for _ in range(16):  # each pass peels one envelope; a line has a handful at most
-        for envelope in _BY_FIRST.get(text[:1], _ANY_FIRST):
-            m = envelope.pattern.match(text)
-            if m and m.end() > 0:
-                _apply(envelope, line, m)
-                text = text[m.end() :]
-                break
+        found = envelope_at(text)
+        if found is not None:
+            _apply(found[0], line, found[1])
+            text = text[found[1].end() :]
         else:
             if text[:2] != " (":
                 break
@@ -563,12 +573,9 @@ def outer_envelope(head: bytes) -> Envelope | None:
     lines = [line for line in lines if line.strip()]
     candidates: Counter[str] = Counter()
     for line in lines:  # the envelopes that head lines, most often first
-        for envelope in _BY_FIRST.get(line[:1], _ANY_FIRST):
-            m = envelope.pattern.match(line)
-            if m and m.end() > 0:
-                if envelope.added:
-                    candidates[envelope.name] += 1
-                break
+        found = envelope_at(line)
+        if found is not None and found[0].added:
+            candidates[found[0].name] += 1
     for name, _count in candidates.most_common(3):  # one that a wider one shadowed on a few lines still heads them
         envelope = _BY_NAME[name]
         heads = sum(1 for line in lines if (m := envelope.pattern.match(line)) and m.end() > 0)
@@ -607,16 +614,11 @@ def added_heads(line: str) -> list[int]:
     ends: list[int] = []
     at = 0
     for _ in range(3):
-        for envelope in _BY_FIRST.get(line[at : at + 1], _ANY_FIRST):
-            m = envelope.pattern.match(line, at)
-            if m and m.end() > at:
-                if not envelope.added:
-                    return ends
-                at = m.end()
-                ends.append(at)
-                break
-        else:
+        found = envelope_at(line, at)
+        if found is None or not found[0].added:
             return ends
+        at = found[1].end()
+        ends.append(at)
     return ends
 
 
@@ -673,25 +675,19 @@ def starts_record(line: str) -> bool:
     marks one (behind any number of those that do not, a line number, a quote)."""
     text = ANSI.sub("", line) if "[" in line else line
     for _ in range(4):  # past a line number or a quote, what begins the line
-        for envelope in _BY_FIRST.get(text[:1], _ANY_FIRST):
-            m = envelope.pattern.match(text)
-            if m and m.end() > 0:
-                if envelope.record:
-                    return True
-                text = text[m.end() :]
-                break
-        else:
+        found = envelope_at(text)
+        if found is None:
             return False
+        if found[0].record:
+            return True
+        text = text[found[1].end() :]
     return False
 
 
 def _first_envelope(line: str) -> str | None:
     text = ANSI.sub("", line) if "[" in line else line
-    for envelope in _BY_FIRST.get(text[:1], _ANY_FIRST):
-        m = envelope.pattern.match(text)
-        if m and m.end() > 0:
-            return envelope.name
-    return None
+    found = envelope_at(text)
+    return found[0].name if found is not None else None
 
 
 def continues(line: str, following: str, width: int) -> bool:
