@@ -118,8 +118,7 @@ class Family:
         number (any width, sign, fraction or exponent) written as one `0`, so a metric that
         prints `-1.2e-05` on one step and `0.37` on the next keeps its shape; each number
         goes back into the token that held its place, by its order in the line."""
-        numbers = [m.group(0) for m in NUMBER_RUN.finditer(text)]
-        shape = NUMBER_RUN.sub(_placeholder, text)
+        numbers, shape = numbers_and_shape(text)
         cached = self.shapes.get(shape)
         if cached is None:
             if len(self.shapes) >= MAX_SHAPES:
@@ -199,11 +198,20 @@ class _Refilled(str):
 # A number as the shape cache sees it: any width, not glued behind a letter, a digit or a
 # dot (`gpu0`, `fp16` and the tail of an IP stay as written). Its form (sign, fraction,
 # exponent) stays in the shape: a grammar may take an integer where it refuses a fraction.
-NUMBER_RUN = re.compile(r"(?<![A-Za-z_\d.])(-?)\d+(\.\d+)?([eE][-+]?\d+)?")
+NUMBER_RUN = re.compile(r"(?<![A-Za-z_\d.])((-?)\d+(\.\d+)?([eE][-+]?\d+)?)")
+# a number's placeholder in a shape, by (sign, has a fraction, has an exponent)
+FORMS = {(sign, frac, exp): f"{sign}{'0.0' if frac else '0'}{'e0' if exp else ''}" for sign in ("", "-") for frac in (False, True) for exp in (False, True)}
 
 
-def _placeholder(m: re.Match[str]) -> str:
-    return f"{m.group(1)}{'0.0' if m.group(2) else '0'}{'e0' if m.group(3) else ''}"
+def numbers_and_shape(text: str) -> tuple[list[str], str]:
+    """The numbers of a line, in order, and its shape: each number written as the one
+    placeholder of its form (sign, fraction, exponent). One regex pass: re.split gives the
+    text between numbers and each number's groups, five to a number."""
+    parts = NUMBER_RUN.split(text)
+    shape = [parts[0]]
+    for sign, frac, exp, after in zip(parts[2::5], parts[3::5], parts[4::5], parts[5::5]):
+        shape += (FORMS[sign, frac is not None, exp is not None], after)
+    return parts[1::5], "".join(shape)
 CUT_NUMBER = re.compile(r"(?<![\d.,])\d[\d,]*(?:\.\d*)?$")  # a number where a block that parses only in part stops
 
 

@@ -832,4 +832,6 @@ _SPACES = re.compile(r"[ \t]+")
 
 def _normalise(text: str) -> str:
     """One space between words, no trailing blanks: grammars match words, not layout."""
+    if "\n" not in text:  # most blocks are one line
+        return (_SPACES.sub(" ", text) if "  " in text or "\t" in text else text).strip()
     return "\n".join((_SPACES.sub(" ", ln) if "  " in ln or "\t" in ln else ln).strip() for ln in text.split("\n"))
