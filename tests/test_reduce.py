@@ -156,3 +156,22 @@ def test_the_command_says_how_many_readings_it_kept_and_keeps_all_on_request(tmp
     table = runner.invoke(main, ["parse", str(tmp_path)]).output
     assert f"memory readings: 30,000 read, {len(readings):,} kept" in table
     assert "memory readings" not in runner.invoke(main, ["parse", str(tmp_path), "--all-readings"]).output
+
+
+def test_epoch_seconds_reads_every_iso_form_as_datetime_does():
+    """The minute cache gives what a full parse gives: with or without milliseconds or
+    microseconds, a zone as Z, +HH:MM or none, across days, years and zones; and None where
+    the text is no valid time (a 60th second, the 30th of February)."""
+    from oomlens.reduce import _whole, epoch_seconds
+
+    rng = random.Random(9)
+    for _ in range(5000):
+        t = datetime(rng.randrange(1971, 2100), 1, 1) + timedelta(seconds=rng.randrange(366 * 86400), microseconds=rng.randrange(10**6))
+        text = t.isoformat(timespec=rng.choice(["seconds", "milliseconds", "microseconds"]))
+        zone = rng.choice(["", "Z", "+00:00", "+08:00", "-05:00", "+05:45", "-12:00", "+14:00"])
+        text += zone
+        expected = datetime.fromisoformat(text)
+        expected = expected if expected.tzinfo else expected.replace(tzinfo=timezone.utc)
+        assert epoch_seconds(text) == int(expected.timestamp()) == _whole(text), text
+    for bad in ["2025-06-28T23:59:60", "2025-02-30T10:00:00", "2025-06-28T10:00", "not a time", "2025-13-01T00:00:00.5"]:
+        assert epoch_seconds(bad) == _whole(bad)
