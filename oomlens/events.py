@@ -352,7 +352,7 @@ def _identity(event: Event) -> tuple | None:
     return (event.kind, *values)
 
 
-def _seconds(time: str) -> float:
+def seconds(time: str) -> float:
     """Seconds of an ISO time; one printed without a zone is read as it stands (as if UTC),
     never in the zone of the machine oomlens runs on."""
     from datetime import datetime, timezone
@@ -380,7 +380,7 @@ def _gap(a: Event, b: Event) -> float | None:
     """Seconds between two reports at the least, or None when they cannot be one occurrence."""
     if a.time is None or b.time is None or (a.time_inferred and b.time_inferred):
         return 0.0
-    ta, tb = _seconds(a.time), _seconds(b.time)
+    ta, tb = seconds(a.time), seconds(b.time)
     if _zoned(a.time) != _zoned(b.time):
         # one printed its zone, the other its host's local time, whose offset is not known
         # yet (clock.py learns it from these very reports): any whole-quarter-hour offset

@@ -51,10 +51,7 @@ def _read(item: Input, events: list, reduction: Reduction | None = None) -> None
     scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node), layout=layout)
     try:
         for event in scanner.events(stream):
-            if reduction is not None and event.kind == READING:
-                reduction.add(event, (0, len(events)))
-                event = None
-            events.append(event)
+            events.append(event if reduction is None else reduction.take(event, (0, len(events))))
     except OSError as err:
         scanner.problems.append(f"read failed after {scanner.bytes_read} bytes: {err.strerror or err}")
     finally:
@@ -221,10 +218,8 @@ def _read_range(
             x.source = Source(x.source.path, x.source.line + shift, x.source.end_line + shift)
             if isinstance(x, Event):
                 x.sources = [x.source]
-                if reduction is not None and x.kind == READING:  # numbered first: untimed readings are placed by line
-                    reduction.add(x, (0, len(found)))
-                    x = None
-            found.append(x)
+            # numbered before it is taken: a reading that prints no time is placed by its line
+            found.append(x if reduction is None else reduction.take(x, (0, len(found))))
     if reduction is not None:
         restore([found], reduction)
     opened = [i for i, x in enumerate(found) if isinstance(x, Event) and is_open(x)]

@@ -15,10 +15,10 @@ keeps (a coarser bucket is the union of finer ones, and its extremes are among t
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
-from .events import Event
+from .events import Clue, Event, seconds
 
 # Buckets kept over all series, at most 2 + 2 x len(SIZES) readings each. From the memory a
 # run may take (300 MB over 3 processes, each about 35 MB before it reads anything): a
@@ -45,6 +45,14 @@ class Reduction:
     level: int = 0
     seen: int = 0
     buckets: dict[tuple, dict[str, Entry]] = field(default_factory=dict)
+
+    def take(self, x: Event | Clue, slot: Slot) -> Event | Clue | None:
+        """`x` itself, or None when it is a reading, which the reduction takes (`restore`
+        puts it back at `slot` if it is kept)."""
+        if isinstance(x, Event) and x.kind == READING:
+            self.add(x, slot)
+            return None
+        return x
 
     def add(self, event: Event, slot: Slot) -> None:
         """Take one reading; it is kept for as long as it is an extreme of its bucket."""
@@ -85,9 +93,7 @@ def reduce_found(found: list, index: int, reduction: Reduction) -> None:
     """Hand the readings among `found` (the events and clues of input number `index`) to
     `reduction`, each replaced by None where it stood; `restore` puts back the kept ones."""
     for place, x in enumerate(found):
-        if isinstance(x, Event) and x.kind == READING:
-            reduction.add(x, (index, place))
-            found[place] = None
+        found[place] = reduction.take(x, (index, place))
 
 
 def restore(lists: list[list], reduction: Reduction) -> None:
@@ -164,7 +170,6 @@ def _minute(head: str, zone: str) -> int | None:
 
 def _whole(time: str) -> int | None:
     try:
-        t = datetime.fromisoformat(time)
-        return int((t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp())
+        return math.floor(seconds(time))  # floor: the second a time lies in, before 1970 too
     except (ValueError, OverflowError):
         return None

@@ -833,5 +833,9 @@ _SPACES = re.compile(r"[ \t]+")
 def _normalise(text: str) -> str:
     """One space between words, no trailing blanks: grammars match words, not layout."""
     if "\n" not in text:  # most blocks are one line
-        return (_SPACES.sub(" ", text) if "  " in text or "\t" in text else text).strip()
-    return "\n".join((_SPACES.sub(" ", ln) if "  " in ln or "\t" in ln else ln).strip() for ln in text.split("\n"))
+        return _normalise_line(text)
+    return "\n".join(_normalise_line(ln) for ln in text.split("\n"))
+
+
+def _normalise_line(line: str) -> str:
+    return (_SPACES.sub(" ", line) if "  " in line or "\t" in line else line).strip()

@@ -4,6 +4,7 @@ it stays within its budget, and a run within the budget loses nothing."""
 
 from __future__ import annotations
 
+import math
 import random
 from datetime import datetime, timedelta, timezone
 
@@ -160,18 +161,40 @@ def test_the_command_says_how_many_readings_it_kept_and_keeps_all_on_request(tmp
 
 def test_epoch_seconds_reads_every_iso_form_as_datetime_does():
     """The minute cache gives what a full parse gives: with or without milliseconds or
-    microseconds, a zone as Z, +HH:MM or none, across days, years and zones; and None where
+    microseconds, a zone as Z, +HH:MM or none, across days, years (before 1970 too) and
+    zones; and None where
     the text is no valid time (a 60th second, the 30th of February)."""
     from oomlens.reduce import _whole, epoch_seconds
 
     rng = random.Random(9)
     for _ in range(5000):
-        t = datetime(rng.randrange(1971, 2100), 1, 1) + timedelta(seconds=rng.randrange(366 * 86400), microseconds=rng.randrange(10**6))
+        t = datetime(rng.randrange(1950, 2100), 1, 1) + timedelta(seconds=rng.randrange(366 * 86400), microseconds=rng.randrange(10**6))
         text = t.isoformat(timespec=rng.choice(["seconds", "milliseconds", "microseconds"]))
         zone = rng.choice(["", "Z", "+00:00", "+08:00", "-05:00", "+05:45", "-12:00", "+14:00"])
         text += zone
         expected = datetime.fromisoformat(text)
         expected = expected if expected.tzinfo else expected.replace(tzinfo=timezone.utc)
-        assert epoch_seconds(text) == int(expected.timestamp()) == _whole(text), text
+        assert epoch_seconds(text) == math.floor(expected.timestamp()) == _whole(text), text  # the second it lies in
     for bad in ["2025-06-28T23:59:60", "2025-02-30T10:00:00", "2025-06-28T10:00", "not a time", "2025-13-01T00:00:00.5"]:
         assert epoch_seconds(bad) == _whole(bad)
+
+
+def _fixture_folders():
+    from conftest import INCIDENTS, SESSIONS
+
+    return sorted(p for p in INCIDENTS.iterdir() if p.is_dir()) + sorted(p for p in SESSIONS.iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("folder", _fixture_folders(), ids=lambda p: p.name)
+def test_a_reduced_run_is_diagnosed_as_the_full_one(folder):
+    """Every incident and session fixture, its readings cut to 32 buckets (a third of them
+    lose readings, down to a few stretches a series), gets the incidents and verdict its
+    full readings give: root, component, memory kind, trend, phase. (Below about 16 buckets
+    a series left with one or two stretches reads its climb as a jump: the note says so.)"""
+    from oomlens.pipeline import analyze
+
+    def told(d):
+        return [(i.root.kind, i.root.source.line, i.component, i.memory, i.trend, i.phase) for i in d.incidents], d.verdict
+
+    full, reduced = analyze(str(folder), jobs=1, budget=None), analyze(str(folder), jobs=1, budget=32)
+    assert told(reduced) == told(full)
