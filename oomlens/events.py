@@ -36,11 +36,6 @@ COMPONENTS = (
     "unknown",
 )
 
-# A printed line's shape: every ASCII digit a 0, by bytes.translate (a table lookup in C;
-# str.translate is a dict lookup per character, ten times slower). The grammars parse a
-# memory line once per shape; the remedies read the shapes of the lines, not the lines.
-TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
-
 GIB = 1024**3
 UNITS = {
     "b": 1,

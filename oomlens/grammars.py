@@ -45,9 +45,10 @@ from typing import Any
 from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import LarkError, UnexpectedInput
 
+from .shapes import MAX_SHAPES, NUMBER_RUN, numbers_and_shape
+
 
 DIRECTIVE = re.compile(r"^//!\s*(\w+):\s?(.*)$")
-MAX_SHAPES = 4096
 
 
 @dataclass(slots=True)
@@ -195,23 +196,6 @@ class _Refilled(str):
         return refilled
 
 
-# A number as the shape cache sees it: any width, not glued behind a letter, a digit or a
-# dot (`gpu0`, `fp16` and the tail of an IP stay as written). Its form (sign, fraction,
-# exponent) stays in the shape: a grammar may take an integer where it refuses a fraction.
-NUMBER_RUN = re.compile(r"(?<![A-Za-z_\d.])((-?)\d+(\.\d+)?([eE][-+]?\d+)?)")
-# a number's placeholder in a shape, by (sign, has a fraction, has an exponent)
-FORMS = {(sign, frac, exp): f"{sign}{'0.0' if frac else '0'}{'e0' if exp else ''}" for sign in ("", "-") for frac in (False, True) for exp in (False, True)}
-
-
-def numbers_and_shape(text: str) -> tuple[list[str], str]:
-    """The numbers of a line, in order, and its shape: each number written as the one
-    placeholder of its form (sign, fraction, exponent). One regex pass: re.split gives the
-    text between numbers and each number's groups, five to a number."""
-    parts = NUMBER_RUN.split(text)
-    shape = [parts[0]]
-    for sign, frac, exp, after in zip(parts[2::5], parts[3::5], parts[4::5], parts[5::5]):
-        shape += (FORMS[sign, frac is not None, exp is not None], after)
-    return parts[1::5], "".join(shape)
 CUT_NUMBER = re.compile(r"(?<![\d.,])\d[\d,]*(?:\.\d*)?$")  # a number where a block that parses only in part stops
 
 

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import collector
 from .events import Clue, Event, Source, fold, from_rows, name_workers, to_rows
-from .lines import LAYOUT_HEAD, Stamp, laid_out, newest_first, wrap_layout
+from .layout import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
 from .reduce import BUCKETS, READING, Reduction, reduce_found, restore
-from .scan import MAX_BLOCK, YEAR, FileContext, Scanner, context_before, counted_problems, first_stamp, is_open, newlines, node_of_line, set_latest
+from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
 from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, reopen
+from .times import YEAR, Stamp, first_stamp
 
 if TYPE_CHECKING:
     from .diagnosis import Diagnosis

@@ -17,9 +17,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from .events import CLUE_KINDS, TO_ZERO, Clue, Event, Source
-from .grammars import CUT_NUMBER, MAX_SHAPES, Family, families
-from .lines import WRAP_MIN, Layout, Line, Prefilter, Stamp, added_heads, fast_regex, first_stamp, last_stamp_at, peel, stampless_until, starts_record
+from .blocks import MAX_LINE, Block, Blocks, reach_back
+from .envelopes import Line
+from .events import CLUE_KINDS, Clue, Event, Source
+from .grammars import Family, families
+from .layout import Layout
+from .prefilter import Prefilter, fast_regex
+from .times import YEAR, Stamp, first_stamp, last_stamp_at, stampless_until
 
 try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
     from stringzilla import count as _count
@@ -35,7 +39,6 @@ except ImportError:
         return data.count(b"\n", start, end)
 
 CHUNK = 4 << 20  # bytes read at a time
-MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most this much of a line
 OVERLAP = 4 << 10  # bytes of a piece of a long line read again with the next piece
 MAX_BLOCK = 256 << 10  # a block never spans more bytes than this
 STAMP_WINDOW = 2048  # bytes searched back from a hit for its time, then twice as wide each try
@@ -46,7 +49,6 @@ LOOK_AHEAD = 1 << 20  # how many (every match there is reported: hyperscan promi
 PREFIX_IP = re.compile(rb"(?:pid=\w+|raylet|gcs_server), ip=([\d.:a-fA-F]+)\)")
 PREFIX_REACH = 256  # the prefix stands within a line's first bytes (colour codes, a collector's stamp)
 BACK_LINES = 40  # lines of context before a hit that a block may need (watch re-reads them)
-MAX_SKIPPED = 60  # other workers' lines skipped inside a block
 
 _SPARE: list[bytearray] = []  # the buffer of a stream read to its end, for the next one in this process
 ANNOUNCED = r"(?m:^):(?:actor_name|task_name):"  # Ray's magic tokens in worker-*.out
@@ -62,7 +64,6 @@ NOT_UTF8 = Prefilter([
     r"[\xC2-\xDF][\x80-\xBF]{2}|[\xE0-\xEF][\x80-\xBF]{3}|[\xF0-\xF4][\x80-\xBF]{4}",
     r"\xE0[\x80-\x9F]|\xED[\xA0-\xBF]|\xF0[\x80-\x8F]|\xF4[\x90-\xBF]",
 ])
-YEAR = fast_regex(rb"(?:^|\D)(20\d\d)-\d\d-\d\d[ T_]\d\d[:-]\d\d")  # no look-behind: RE2 reads 64 KiB in a tenth of the time
 
 
 @dataclass(slots=True)
@@ -74,25 +75,6 @@ class FileContext:
     pid: int | None = None
     node: str | None = None
     year: int | None = None  # for headers that print no year (vLLM, c10)
-
-
-@dataclass(slots=True)
-class _Block:
-    """A gathered block: its peeled first line, line range, raw text, and where it began."""
-
-    head: Line
-    line: int
-    end_line: int
-    raw: str
-    offset: int
-    stop: int  # where the block ends
-
-
-def _fullness(drafts: list[dict]) -> tuple[int, int]:
-    """Rank two readings of a block: complete beats cut, then more facts beat fewer."""
-    cut = sum(1 for d in drafts if d.get("fields", {}).get("truncated"))
-    facts = sum(1 for d in drafts for v in d.get("fields", {}).values() if v not in (None, [], {}))
-    return (-cut, facts)
 
 
 class Trigger:
@@ -224,16 +206,21 @@ class Scanner:
         self._bad_lines = 0  # lines with invalid UTF-8
         self._bad_line = 0  # the last of them
         self._end = 0  # where the stream's bytes end in the buffer being scanned
-        self._cut_end = False  # the stream ends there without a line break
+        self._first_line = 1  # the number of the stream's first line
+        self.blocks = Blocks()  # gathers the blocks of the hits
         # a byte range of a big file read by one of several processes: the stream offsets
         # whose blocks, bad lines and long lines are this scan's (the stream starts earlier,
         # so that blocks begun before the range are seen whole, and ends later)
         self.owned: tuple[int, int] | None = None
 
-    def resume(self, owned: tuple[int, int], stamp: Stamp | None, node: str | None, actor: str | None) -> None:
-        """Scan a byte range of a file, not the whole: the stream offsets that are this scan's
-        own, and what the bytes before the stream told (context_before)."""
-        self.owned = owned
+    def resume(
+        self, owned: tuple[int, int] | None = None, stamp: Stamp | None = None, node: str | None = None, actor: str | None = None, line: int = 1
+    ) -> None:
+        """Scan a file from its middle, not from its start: the number of the stream's first
+        line, what the bytes before the stream told (context_before: the last time, the node
+        whose line printed it, the actor a worker file announced last), and for a byte range
+        of a big file the stream offsets that are this scan's own."""
+        self.owned, self._first_line = owned, line
         self._stamp, self._stamp_node, self._actor = stamp, node, actor
 
     def counts(self) -> tuple[int, int]:
@@ -253,7 +240,7 @@ class Scanner:
         kept = 0  # bytes at the front of `data` left unscanned by the round before
         begin = 0  # hits before this offset of `data` were taken in the round before
         base = 0  # offset in the stream of the first byte of `data`
-        line_base = 1  # line number of the first byte of `data`
+        line_base = self._first_line  # line number of the first byte of `data`
         failure: OSError | None = None
         try:
             while True:
@@ -291,7 +278,7 @@ class Scanner:
                 base += keep
                 counted_pos, counted_lines = self._counted if self._counted[0] <= keep else (0, 0)
                 line_base += counted_lines + newlines(data, counted_pos, keep)
-                self.lines_read = line_base - 1
+                self.lines_read = line_base - self._first_line
                 if eof:
                     if data[end - 1] != 0x0A:  # a last line without its line break
                         self.lines_read += 1
@@ -373,8 +360,8 @@ class Scanner:
         self._counted = (0, 0)
         skip_until: dict[str, int] = {}
         self._end = end
-        self._cut_end = eof and end > 0 and data[end - 1] != 0x0A  # the last line lacks its break: cut
-        blocks: list[tuple[_Block, list[dict], str | None]] = []  # with the actor announced before each
+        self.blocks.bound(end, cut=eof and end > 0 and data[end - 1] != 0x0A)  # the last line lacks its break: cut
+        blocks: list[tuple[Block, list[dict], str | None]] = []  # with the actor announced before each
         carried = cut
         self._after = (-1, -1, None, None)
         if self._open and (later := self._stamp_after(data, 0))[0] is not None:
@@ -394,14 +381,14 @@ class Scanner:
             start = _line_start(data, pos)
             if pos - start > MAX_LINE // 2:
                 start = _char_start(data, pos - OVERLAP)
-            back = start if fam.back is None else _reach_back(data, start, fam, max(begin, skip_until.get(fam.name, 0)))
+            back = start if fam.back is None else reach_back(data, start, fam, max(begin, skip_until.get(fam.name, 0)))
             if not eof and fam.max_lines > 1 and cut - back < MAX_BLOCK:
                 carried = back  # a block that may run past this chunk: scan it with the next one
                 break
             counted_lines += newlines(data, counted_pos, back)
             counted_pos = back
             self._counted = (counted_pos, counted_lines)  # the chunk's line count goes on from here
-            found = self._block(data, back, pos if back == start else back, fam, line_base + counted_lines, back < start)
+            found = self.blocks.read(data, back, pos if back == start else back, fam, line_base + counted_lines, back < start)
             if found is None:
                 continue
             skip_until[fam.name], block, drafts = found
@@ -426,88 +413,7 @@ class Scanner:
             yield from found
         return carried
 
-    # -- blocks ----------------------------------------------------------------------------
-
-    def _block(self, data: bytes, start: int, pos: int, fam: Family, lineno: int, reached: bool = False) -> tuple[int, _Block, list[dict]] | None:
-        """Gather and parse the block that starts on the line at `start`: where it ends, the
-        block, and its drafts.
-
-        A paste from a terminal may be hard-wrapped at a fixed width: when the block as
-        written parses only in part, it is read again with wrapped lines rejoined, and
-        the fuller reading wins. `reached`: the block begins at lines its start line reached
-        back to (`//! back:`)."""
-        found = self._gather(data, start, pos, fam, lineno, unwrap=False, reached=reached)
-        if found is None or not any(d.get("fields", {}).get("truncated") for d in found[2]):
-            return found
-        rejoined = self._gather(data, start, pos, fam, lineno, unwrap=True, reached=reached)
-        if rejoined and _fullness(rejoined[2]) > _fullness(found[2]):
-            found = rejoined
-        return found
-
-    def _gather(
-        self, data: bytes, start: int, pos: int, fam: Family, lineno: int, unwrap: bool, reached: bool = False
-    ) -> tuple[int, _Block, list[dict]] | None:
-        first_raw, nxt, n_phys = _logical_line(data, start, self._end, unwrap)
-        plain = fam.shapes is not None and n_phys == 1 and not (self._cut_end and nxt >= self._end)
-        at = _plain_at(fam, bytes(data[start:nxt]), first_raw) if plain else -1
-        if at >= 0:  # a plain line of a high-volume family: a block of its own, read as it is
-            text = first_raw.rstrip("\r\n")
-            drafts, _complete = fam.parse(text[at:])
-            return (nxt, _Block(Line(text), lineno, lineno, first_raw.strip("\r\n"), start, nxt), drafts) if drafts else None
-        # a progress bar rewrites its line with \r: the hit's segment is the message
-        seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1 if "\r" in first_raw.rstrip("\r\n") else 0
-        head = peel(first_raw[seg_start:].split("\r", 1)[0])
-        m = fam.back.match(head.text) if reached and fam.back is not None else fam.start.search(head.text)
-        if m is None:
-            return None
-        texts = [head.text[m.start() :]]
-        raw_texts = [first_raw.strip("\r\n")]
-        end_line = lineno + n_phys - 1
-        end = nxt
-        skipped = 0
-        blanks = 0
-        cursor, cur_line = nxt, lineno + n_phys
-        while len(texts) < fam.max_lines and cursor < self._end and fam.continues is not None:
-            if fam.ends is not None and fam.ends.match(texts[-1]):
-                break
-            raw, after, n_phys = _logical_line(data, cursor, self._end, unwrap)
-            line = peel(raw)
-            if line.stream and head.stream and line.stream != head.stream:
-                skipped += 1
-                if skipped > MAX_SKIPPED:
-                    break
-            elif not line.text.strip():
-                blanks += 1
-                if blanks > 2:
-                    break
-            elif fam.continues.match(line.text):
-                texts.extend("" for _ in range(blanks))
-                blanks = 0
-                texts.append(line.text)
-                raw_texts.append(raw.rstrip("\r\n"))
-                end, end_line = after, cur_line + n_phys - 1
-            else:
-                break
-            cursor, cur_line = after, cur_line + n_phys
-        if self._cut_end and end >= self._end:  # a number where the input was cut may have gone on
-            texts[-1] = CUT_NUMBER.sub("", texts[-1])
-        drafts, _complete = fam.parse(_normalise("\n".join(texts)))
-        while not drafts and not reached:
-            # records glued on one line (a viewer that lost the line breaks): the next record
-            # starts where the family's start stands last before its next trigger (only a
-            # trigger makes a record: at most one more parse per trigger the line holds)
-            m = _next_record(fam, head.text, m.start())
-            if m is None:
-                return None
-            texts[0] = head.text[m.start() :]
-            if len(texts) == 1 and self._cut_end and end >= self._end:
-                texts[0] = CUT_NUMBER.sub("", texts[0])
-            drafts, _complete = fam.parse(_normalise("\n".join(texts)))
-        if not drafts:
-            return None
-        return end, _Block(head, lineno, end_line, "\n".join(raw_texts), start, end), drafts
-
-    def _build(self, block: _Block, drafts: list[dict], actor: str | None, stamp: Stamp | None, inferred: bool) -> list[Event | Clue]:
+    def _build(self, block: Block, drafts: list[dict], actor: str | None, stamp: Stamp | None, inferred: bool) -> list[Event | Clue]:
         head = block.head
         first, last = block.line, block.end_line
         if self.layout is not None:
@@ -685,83 +591,6 @@ def _local(stamp: Stamp) -> str:
     return text if stamp.millis is None else f"{text}.{stamp.millis:03d}"
 
 
-_PLAIN: dict[str, dict[bytes, int]] = {}
-NOT_PLAIN = (b"(", b"\x1b")  # first bytes of a line that begins with an envelope  # per shape-cached family: a raw line's shape -> _plain_start
-
-
-def _next_record(fam: Family, text: str, after: int) -> re.Match[str] | None:
-    """The start of the next record of `fam` glued behind the one at `after` in `text`: the
-    last start at or before the first trigger that lies past the next start."""
-    first = fam.start.search(text, after + 1)
-    if first is None:
-        return None
-    trigger = fam.trigger_text.search(text, first.start())
-    if trigger is None:
-        return None
-    last = first
-    for m in fam.start.finditer(text, first.start() + 1, trigger.start() + 1):
-        last = m
-    return last
-
-
-def _reach_back(data: bytes, start: int, fam: Family, floor: int) -> int:
-    """Where a block begins whose start line follows lines it reaches back to (`//! back:`):
-    the first of the lines just above `start`, none before `floor`, that match the family's
-    back pattern, with at most two blank lines between them; `start` when there are none."""
-    begin, cur, blanks = start, start, 0
-    for _ in range(fam.max_lines - 1):
-        if cur <= floor:
-            break
-        prev = data.rfind(b"\n", floor, cur - 1) + 1
-        if prev == 0 and floor > 0:
-            break  # the line above began before the floor
-        text = peel(data[prev:cur].decode("utf-8", "replace").rstrip("\r\n")).text
-        if not text.strip():
-            blanks += 1
-            if blanks > 2:
-                break
-        elif fam.back.match(text):
-            begin, blanks = prev, 0
-        else:
-            break
-        cur = prev
-    return begin
-
-
-def _plain_at(fam: Family, raw: bytes, line: str) -> int:
-    """_plain_start of a line of `fam`, decided once per raw line shape (every digit a 0):
-    memory lines come by the ten thousand, most of them with no envelope to peel."""
-    if raw[:1] in NOT_PLAIN:  # Ray's prefix or a colour code: an envelope to peel, never plain
-        return -1
-    plain = _PLAIN.setdefault(fam.name, {})
-    shape = raw.translate(TO_ZERO)
-    at = plain.get(shape)
-    if at is None:
-        if len(plain) >= MAX_SHAPES:
-            plain.clear()
-        at = plain[shape] = _plain_start(line, fam)
-    return at
-
-
-def _plain_start(raw: str, fam: Family) -> int:
-    """Where the grammar input starts in a raw line of a shape-cached family that is a block
-    of its own, with no envelope to peel and nothing to normalise; -1 for any other line.
-    What decides it reads no digit, so it holds for every line of the same shape
-    (tests/test_samples.py checks it over every fixture line); a JSON record is never plain
-    (a number there decides whether it parses)."""
-    if "\r" in raw.rstrip("\r\n") or raw.startswith('{"'):
-        return -1
-    head = peel(raw)
-    if head != Line(raw.rstrip("\r\n")):
-        return -1
-    m = fam.start.search(head.text)
-    if m is None:
-        return -1
-    text = head.text[m.start() :]
-    alone = fam.continues is None or fam.max_lines <= 1 or (fam.ends is not None and fam.ends.match(text))
-    return m.start() if alone and _normalise(text) == text else -1
-
-
 def announced(data: bytes, pos: int, end: int | None = None) -> str | None:
     """The name on the `:actor_name:` or `:task_name:` line (ANNOUNCED) at `pos` (of data[:end])."""
     end = len(data) if end is None else end
@@ -781,61 +610,3 @@ def _char_start(data: bytes, pos: int) -> int:
             break
         pos -= 1
     return pos
-
-
-def _char_index(data: bytes, start: int, pos: int) -> int:
-    """Index in the decoded line that starts at byte `start` of the byte offset `pos`."""
-    return len(data[start:pos].decode("utf-8", "replace"))
-
-
-def _logical_line(data: bytes, pos: int, stop: int, unwrap: bool) -> tuple[str, int, int]:
-    """The line at `pos` of data[:stop], rejoined if a terminal hard-wrapped it at a fixed width.
-
-    A wrapped paste has every segment exactly as wide as the terminal; the last segment
-    of each logical line is padded with spaces (or shorter). Returns (text, offset after
-    the line, physical lines used)."""
-    end = data.find(b"\n", pos, stop)
-    end = stop if end < 0 else end + 1
-    if end - pos > MAX_LINE:
-        end = pos + MAX_LINE
-    raw = data[pos:end].decode("utf-8", "replace")
-    joined = raw.rstrip("\r\n")
-    heads = added_heads(joined) if unwrap else []  # a quote or a line number put before every segment after the wrap
-    width = len(joined) - (heads[-1] if heads else 0)
-    n = 1
-    segment = joined
-    while unwrap and width >= WRAP_MIN and not segment.endswith("  ") and end < stop and n < 50:
-        nend = data.find(b"\n", end, stop)
-        nend = stop if nend < 0 else nend + 1
-        nxt = data[end:nend].decode("utf-8", "replace").rstrip("\r\n")
-        cuts = added_heads(nxt) if heads else []
-        if cuts:  # the segment carries the envelopes added after the wrap, not those written before it
-            depth = min(len(cuts), len(heads))
-            if n == 1:
-                width = len(joined) - heads[depth - 1]
-            nxt = nxt[cuts[depth - 1] :]
-        elif n == 1:  # the envelopes were there before the wrap: the whole line was cut
-            width = len(joined)
-        if len(nxt) > width or not nxt.strip() or starts_record(nxt):
-            break
-        joined += nxt
-        segment = nxt
-        end = nend
-        n += 1
-        if len(nxt) < width:
-            break
-    return joined, end, n
-
-
-_SPACES = re.compile(r"[ \t]+")
-
-
-def _normalise(text: str) -> str:
-    """One space between words, no trailing blanks: grammars match words, not layout."""
-    if "\n" not in text:  # most blocks are one line
-        return _normalise_line(text)
-    return "\n".join(_normalise_line(ln) for ln in text.split("\n"))
-
-
-def _normalise_line(line: str) -> str:
-    return (_SPACES.sub(" ", line) if "  " in line or "\t" in line else line).strip()

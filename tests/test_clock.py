@@ -245,7 +245,7 @@ def test_an_epoch_is_read_on_its_host_s_local_clock(seed, tmp_path):
 # -- every fixture: a time or an interval, inside the run's span; multi-node reports in order --
 
 from conftest import fixture_inputs  # noqa: E402
-from oomlens.lines import _STAMP_IN, first_stamp, stamp_of_match  # noqa: E402
+from oomlens.times import STAMP_IN as _STAMP_IN, first_stamp, stamp_of_match  # noqa: E402
 from oomlens.outputs import html as report  # noqa: E402
 from oomlens.sources import discover  # noqa: E402
 

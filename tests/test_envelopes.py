@@ -9,7 +9,7 @@ import random
 import pytest
 
 from oomlens.data import load
-from oomlens.lines import ENVELOPES, peel
+from oomlens.envelopes import ENVELOPES, peel
 
 TABLE = load("envelopes.toml")
 SAMPLES = [(e["name"], s) for e in TABLE["envelope"] for s in e.get("sample", ())]

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REAL
 from oomlens import analyze
-from oomlens.lines import newest_first, wrap_layout, wrap_width
+from oomlens.layout import newest_first, wrap_layout, wrap_width
 from oomlens.pipeline import read_input
 from oomlens.sources import Input
 
@@ -122,7 +122,7 @@ def test_lines_of_one_format_nearly_one_width_are_not_a_wrap(seed):
     import random
 
     from oomlens import parse_text
-    from oomlens.lines import wrap_width
+    from oomlens.layout import wrap_width
 
     rng = random.Random(seed)
     formats = [

@@ -62,15 +62,15 @@ def test_hits_inside_a_window_of_the_data():
 def test_last_stamp_with_hyperscan_is_last_stamp_with_re2_alone(monkeypatch):
     """The time a hit borrows from the lines before it does not depend on the engine."""
     pytest.importorskip("hyperscan")
-    from oomlens import lines
+    from oomlens import times
 
-    assert lines._STAMP_LINES.usable
+    assert times._STAMP_LINES.usable
     data = _all_fixture_bytes()
     starts = [i + 1 for i in range(len(data)) if data[i] == 10][::5]
     windows = [(max(0, hi - width), hi) for hi in starts for width in (40, 512, 4096)]
-    fast = [lines.last_stamp(data, lo, hi) for lo, hi in windows]
-    monkeypatch.setattr(lines._STAMP_LINES, "database", None)
-    slow = [lines.last_stamp(data, lo, hi) for lo, hi in windows]
+    fast = [times.last_stamp(data, lo, hi) for lo, hi in windows]
+    monkeypatch.setattr(times._STAMP_LINES, "database", None)
+    slow = [times.last_stamp(data, lo, hi) for lo, hi in windows]
     assert fast == slow
     assert sum(s is not None for s in fast) > len(windows) // 4
     assert {s.year is None for s in fast if s} == {True, False}  # vLLM-style and full dates both seen
@@ -116,7 +116,7 @@ def test_newlines_counts_what_bytes_count_counts():
 def test_compiled_prefilters_are_cached_and_a_bad_cache_is_rebuilt(tmp_path, monkeypatch):
     """Databases are kept in the user's cache folder; a damaged file there is compiled again."""
     pytest.importorskip("hyperscan")
-    from oomlens.lines import Prefilter
+    from oomlens.prefilter import Prefilter
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     data = b"x\nINFO 11-21 15:31:51 [metrics.py:351] ok\nCUDA out of memory. Tried\n"
@@ -190,7 +190,7 @@ def test_hits_in_long_stamp_less_stretches_borrow_the_last_time_before_them(chun
     this chunk or the next, are still the ones the hits after them borrow."""
     import io
 
-    from oomlens import lines, scan
+    from oomlens import scan, times
     from oomlens.scan import FileContext, Scanner
 
     for name, value in (("CHUNK", chunk), ("STAMPLESS", stampless), ("LOOK_AHEAD", ahead)):
@@ -210,7 +210,7 @@ def test_hits_in_long_stamp_less_stretches_borrow_the_last_time_before_them(chun
         else:
             data.append(b"Training Progress:  10%%|#         | %d/1000 [1:02:03<12:00:00, 43.2s/it]\n" % i)
     searched = []
-    monkeypatch.setattr(scan, "last_stamp_at", lambda data, lo, hi: searched.append(hi - lo) or lines.last_stamp_at(data, lo, hi))
+    monkeypatch.setattr(scan, "last_stamp_at", lambda data, lo, hi: searched.append(hi - lo) or times.last_stamp_at(data, lo, hi))
     found = list(Scanner(FileContext("driver.log", year=2026)).events(io.BytesIO(b"".join(data))))
     assert [e.time for e in found] == expected
     # and the first time after each hit, in this chunk or a later one, ends its interval

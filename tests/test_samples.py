@@ -7,7 +7,7 @@ import pytest
 import io
 
 from conftest import expected_value, lookup
-from oomlens.events import Clue, fold
+from oomlens.events import Clue, Event, fold
 from oomlens.grammars import families
 from oomlens.pipeline import read_input
 from oomlens.sources import Input
@@ -45,11 +45,11 @@ CACHED = [(f, s) for f, s in SAMPLES if next(x for x in families() if x.name == 
 
 def _grammar_input(family: str, sample) -> tuple:  # noqa: ANN001 - a grammars.Sample
     """The family and the sample line as the scanner hands it to the grammar."""
-    from oomlens.lines import peel
-    from oomlens.scan import _normalise
+    from oomlens.blocks import normalise
+    from oomlens.envelopes import peel
 
     fam = next(f for f in families() if f.name == family)
-    text = _normalise(peel(sample.text).text)
+    text = normalise(peel(sample.text).text)
     m = fam.start.search(text)
     return fam, text[m.start():] if m else text
 
@@ -76,17 +76,24 @@ def _other_numbers(text: str) -> str:
 @pytest.mark.parametrize("family,sample", SAMPLES, ids=[f"{f}:{s.line}" for f, s in SAMPLES])
 def test_a_plain_line_seen_with_other_numbers_scans_as_a_fresh_one(family, sample):
     """The scanner reads a one-line block of a shape-cached family by its raw line's shape
-    (no envelope, no continuation): a line of a shape seen before, with other numbers,
-    gives exactly the events a scan that never saw it gives."""
-    from oomlens import scan
+    (no envelope, no continuation), learned once per scan: a line of a shape seen before,
+    with other numbers, gives exactly the events a scan that never saw it gives."""
+    from oomlens.scan import FileContext, Scanner
 
     fam = next(f for f in families() if f.name == family)
     if fam.shapes is None or "\n" in sample.text:
         pytest.skip("no shape cache for this family or sample")
-    scan._PLAIN.clear()
-    fresh = found_in(sample.text)
-    found_in(_other_numbers(sample.text))  # primes the scanner's cache with the same shape
-    assert found_in(sample.text) == fresh
+
+    def scanned(text: str, primed: Scanner | None = None) -> tuple[list[dict], Scanner]:
+        scanner = Scanner(FileContext("<sample>"))
+        if primed is not None:
+            scanner.blocks = primed.blocks  # the shapes the other scan learned
+        found = list(scanner.events(io.BytesIO(text.encode() + b"\n")))
+        return [f.to_dict() if isinstance(f, Event) else (f.kind, f.fields, f.pid, f.actor) for f in found], scanner
+
+    fresh, _ = scanned(sample.text)
+    _, primed = scanned(_other_numbers(sample.text))
+    assert scanned(sample.text, primed)[0] == fresh
 
 
 def test_whether_a_line_is_plain_does_not_depend_on_its_digits():
@@ -94,7 +101,7 @@ def test_whether_a_line_is_plain_does_not_depend_on_its_digits():
     block of its own, nothing to normalise) must be the same for every line of its shape,
     as the scanner decides it once per shape: checked over every fixture line."""
     from conftest import FIXTURES
-    from oomlens.scan import _plain_start
+    from oomlens.blocks import plain_start
 
     shaped = [f for f in families() if f.shapes is not None]
     lines = {
@@ -108,8 +115,8 @@ def test_whether_a_line_is_plain_does_not_depend_on_its_digits():
     plain = 0
     for line in sorted(lines):
         for fam in shaped:
-            at = _plain_start(line, fam)
-            assert at == _plain_start(_other_numbers(line), fam), (fam.name, line)
+            at = plain_start(line, fam)
+            assert at == plain_start(_other_numbers(line), fam), (fam.name, line)
             plain += at >= 0
     assert plain > 100
 

@@ -11,7 +11,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from oomlens.data import load
-from oomlens.lines import TIMES, last_stamp, peel, stamp_of_groups
+from oomlens.envelopes import peel
+from oomlens.times import TIMES, last_stamp, stamp_of_groups
 
 TABLE = load("times.toml")
 SAMPLES = [(t["name"], s) for t in TABLE["layout"] for s in t["sample"]]

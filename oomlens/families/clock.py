@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import lark
 
-from oomlens.lines import stamp_of_groups
+from oomlens.times import stamp_of_groups
 
 
 class Transformer(lark.Transformer):

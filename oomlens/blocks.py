@@ -1,0 +1,269 @@
+"""Blocks: the lines of one message gathered from raw bytes, ready for its grammar.
+
+A hit starts a block on its line; the block goes on over the lines its family says
+continue it (a Top-10 table, a traceback, an Object store report), skipping other
+workers' lines that a driver console interleaves, up to its family's end or most lines.
+A line a terminal hard-wrapped is joined again when the block as written parses only in
+part; the grammar reads the block peeled and with its spaces normalised. A one-line
+block of a high-volume family with nothing to peel is read as it is, decided once per
+raw line shape.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .envelopes import Line, added_heads, peel, starts_record
+from .grammars import CUT_NUMBER, Family
+from .layout import WRAP_MIN
+from .shapes import MAX_SHAPES, TO_ZERO
+
+MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most this much of a line
+MAX_SKIPPED = 60  # other workers' lines skipped inside a block
+NOT_PLAIN = (b"(", b"\x1b")  # first bytes of a line that begins with an envelope
+
+
+@dataclass(slots=True)
+class Block:
+    """A gathered block: its peeled first line, line range, raw text, and where it began."""
+
+    head: Line
+    line: int
+    end_line: int
+    raw: str
+    offset: int
+    stop: int  # where the block ends
+
+
+def fullness(drafts: list[dict]) -> tuple[int, int]:
+    """Rank two readings of a block: complete beats cut, then more facts beat fewer."""
+    cut = sum(1 for d in drafts if d.get("fields", {}).get("truncated"))
+    facts = sum(1 for d in drafts for v in d.get("fields", {}).values() if v not in (None, [], {}))
+    return (-cut, facts)
+
+
+class Blocks:
+    """Gathers the blocks of one scan out of its buffer, and what the scan learns of its
+    lines on the way: which raw line shapes of a family are plain (plain_start)."""
+
+    def __init__(self) -> None:
+        self.end = 0  # where the stream's bytes end in the buffer
+        self.cut_end = False  # the stream ends there without a line break: its last number may have gone on
+        self._plain: dict[str, dict[bytes, int]] = {}  # per shape-cached family: a raw line's shape -> plain_start
+
+    def bound(self, end: int, cut: bool) -> None:
+        """The stream's bytes end at `end` of the buffer the next blocks are read from;
+        `cut`: the stream ends there without a line break."""
+        self.end, self.cut_end = end, cut
+
+    def read(self, data: bytes, start: int, pos: int, fam: Family, lineno: int, reached: bool = False) -> tuple[int, Block, list[dict]] | None:
+        """Gather and parse the block that starts on the line at `start`: where it ends, the
+        block, and its drafts.
+
+        A paste from a terminal may be hard-wrapped at a fixed width: when the block as
+        written parses only in part, it is read again with wrapped lines rejoined, and
+        the fuller reading wins. `reached`: the block begins at lines its start line reached
+        back to (`//! back:`)."""
+        found = self._gather(data, start, pos, fam, lineno, unwrap=False, reached=reached)
+        if found is None or not any(d.get("fields", {}).get("truncated") for d in found[2]):
+            return found
+        rejoined = self._gather(data, start, pos, fam, lineno, unwrap=True, reached=reached)
+        if rejoined and fullness(rejoined[2]) > fullness(found[2]):
+            found = rejoined
+        return found
+
+    def _gather(
+        self, data: bytes, start: int, pos: int, fam: Family, lineno: int, unwrap: bool, reached: bool = False
+    ) -> tuple[int, Block, list[dict]] | None:
+        """One reading of the block at `start`: its lines as written, or with the lines a
+        terminal wrapped joined again (`unwrap`)."""
+        first_raw, nxt, n_phys = _logical_line(data, start, self.end, unwrap)
+        plain = fam.shapes is not None and n_phys == 1 and not (self.cut_end and nxt >= self.end)
+        at = self._plain_at(fam, bytes(data[start:nxt]), first_raw) if plain else -1
+        if at >= 0:  # a plain line of a high-volume family: a block of its own, read as it is
+            text = first_raw.rstrip("\r\n")
+            drafts, _complete = fam.parse(text[at:])
+            return (nxt, Block(Line(text), lineno, lineno, first_raw.strip("\r\n"), start, nxt), drafts) if drafts else None
+        # a progress bar rewrites its line with \r: the hit's segment is the message
+        seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1 if "\r" in first_raw.rstrip("\r\n") else 0
+        head = peel(first_raw[seg_start:].split("\r", 1)[0])
+        m = fam.back.match(head.text) if reached and fam.back is not None else fam.start.search(head.text)
+        if m is None:
+            return None
+        texts = [head.text[m.start() :]]
+        raw_texts = [first_raw.strip("\r\n")]
+        end_line = lineno + n_phys - 1
+        end = nxt
+        skipped = 0
+        blanks = 0
+        cursor, cur_line = nxt, lineno + n_phys
+        while len(texts) < fam.max_lines and cursor < self.end and fam.continues is not None:
+            if fam.ends is not None and fam.ends.match(texts[-1]):
+                break
+            raw, after, n_phys = _logical_line(data, cursor, self.end, unwrap)
+            line = peel(raw)
+            if line.stream and head.stream and line.stream != head.stream:
+                skipped += 1
+                if skipped > MAX_SKIPPED:
+                    break
+            elif not line.text.strip():
+                blanks += 1
+                if blanks > 2:
+                    break
+            elif fam.continues.match(line.text):
+                texts.extend("" for _ in range(blanks))
+                blanks = 0
+                texts.append(line.text)
+                raw_texts.append(raw.rstrip("\r\n"))
+                end, end_line = after, cur_line + n_phys - 1
+            else:
+                break
+            cursor, cur_line = after, cur_line + n_phys
+        if self.cut_end and end >= self.end:  # a number where the input was cut may have gone on
+            texts[-1] = CUT_NUMBER.sub("", texts[-1])
+        drafts, _complete = fam.parse(normalise("\n".join(texts)))
+        while not drafts and not reached:
+            # records glued on one line (a viewer that lost the line breaks): the next record
+            # starts where the family's start stands last before its next trigger (only a
+            # trigger makes a record: at most one more parse per trigger the line holds)
+            m = _next_record(fam, head.text, m.start())
+            if m is None:
+                return None
+            texts[0] = head.text[m.start() :]
+            if len(texts) == 1 and self.cut_end and end >= self.end:
+                texts[0] = CUT_NUMBER.sub("", texts[0])
+            drafts, _complete = fam.parse(normalise("\n".join(texts)))
+        if not drafts:
+            return None
+        return end, Block(head, lineno, end_line, "\n".join(raw_texts), start, end), drafts
+
+    def _plain_at(self, fam: Family, raw: bytes, line: str) -> int:
+        """plain_start of a line of `fam`, decided once per raw line shape (every digit a 0):
+        memory lines come by the ten thousand, most of them with no envelope to peel."""
+        if raw[:1] in NOT_PLAIN:  # Ray's prefix or a colour code: an envelope to peel, never plain
+            return -1
+        plain = self._plain.setdefault(fam.name, {})
+        shape = raw.translate(TO_ZERO)
+        at = plain.get(shape)
+        if at is None:
+            if len(plain) >= MAX_SHAPES:
+                plain.clear()
+            at = plain[shape] = plain_start(line, fam)
+        return at
+
+
+def plain_start(raw: str, fam: Family) -> int:
+    """Where the grammar input starts in a raw line of a shape-cached family that is a block
+    of its own, with no envelope to peel and nothing to normalise; -1 for any other line.
+    What decides it reads no digit, so it holds for every line of the same shape
+    (tests/test_samples.py checks it over every fixture line); a JSON record is never plain
+    (a number there decides whether it parses)."""
+    if "\r" in raw.rstrip("\r\n") or raw.startswith('{"'):
+        return -1
+    head = peel(raw)
+    if head != Line(raw.rstrip("\r\n")):
+        return -1
+    m = fam.start.search(head.text)
+    if m is None:
+        return -1
+    text = head.text[m.start() :]
+    alone = fam.continues is None or fam.max_lines <= 1 or (fam.ends is not None and fam.ends.match(text))
+    return m.start() if alone and normalise(text) == text else -1
+
+
+def _next_record(fam: Family, text: str, after: int) -> re.Match[str] | None:
+    """The start of the next record of `fam` glued behind the one at `after` in `text`: the
+    last start at or before the first trigger that lies past the next start."""
+    first = fam.start.search(text, after + 1)
+    if first is None:
+        return None
+    trigger = fam.trigger_text.search(text, first.start())
+    if trigger is None:
+        return None
+    last = first
+    for m in fam.start.finditer(text, first.start() + 1, trigger.start() + 1):
+        last = m
+    return last
+
+
+def reach_back(data: bytes, start: int, fam: Family, floor: int) -> int:
+    """Where a block begins whose start line follows lines it reaches back to (`//! back:`):
+    the first of the lines just above `start`, none before `floor`, that match the family's
+    back pattern, with at most two blank lines between them; `start` when there are none."""
+    begin, cur, blanks = start, start, 0
+    for _ in range(fam.max_lines - 1):
+        if cur <= floor:
+            break
+        prev = data.rfind(b"\n", floor, cur - 1) + 1
+        if prev == 0 and floor > 0:
+            break  # the line above began before the floor
+        text = peel(data[prev:cur].decode("utf-8", "replace").rstrip("\r\n")).text
+        if not text.strip():
+            blanks += 1
+            if blanks > 2:
+                break
+        elif fam.back.match(text):
+            begin, blanks = prev, 0
+        else:
+            break
+        cur = prev
+    return begin
+
+
+def _char_index(data: bytes, start: int, pos: int) -> int:
+    """Index in the decoded line that starts at byte `start` of the byte offset `pos`."""
+    return len(data[start:pos].decode("utf-8", "replace"))
+
+
+def _logical_line(data: bytes, pos: int, stop: int, unwrap: bool) -> tuple[str, int, int]:
+    """The line at `pos` of data[:stop], rejoined if a terminal hard-wrapped it at a fixed width.
+
+    A wrapped paste has every segment exactly as wide as the terminal; the last segment
+    of each logical line is padded with spaces (or shorter). Returns (text, offset after
+    the line, physical lines used)."""
+    end = data.find(b"\n", pos, stop)
+    end = stop if end < 0 else end + 1
+    if end - pos > MAX_LINE:
+        end = pos + MAX_LINE
+    raw = data[pos:end].decode("utf-8", "replace")
+    joined = raw.rstrip("\r\n")
+    heads = added_heads(joined) if unwrap else []  # a quote or a line number put before every segment after the wrap
+    width = len(joined) - (heads[-1] if heads else 0)
+    n = 1
+    segment = joined
+    while unwrap and width >= WRAP_MIN and not segment.endswith("  ") and end < stop and n < 50:
+        nend = data.find(b"\n", end, stop)
+        nend = stop if nend < 0 else nend + 1
+        nxt = data[end:nend].decode("utf-8", "replace").rstrip("\r\n")
+        cuts = added_heads(nxt) if heads else []
+        if cuts:  # the segment carries the envelopes added after the wrap, not those written before it
+            depth = min(len(cuts), len(heads))
+            if n == 1:
+                width = len(joined) - heads[depth - 1]
+            nxt = nxt[cuts[depth - 1] :]
+        elif n == 1:  # the envelopes were there before the wrap: the whole line was cut
+            width = len(joined)
+        if len(nxt) > width or not nxt.strip() or starts_record(nxt):
+            break
+        joined += nxt
+        segment = nxt
+        end = nend
+        n += 1
+        if len(nxt) < width:
+            break
+    return joined, end, n
+
+
+_SPACES = re.compile(r"[ \t]+")
+
+
+def normalise(text: str) -> str:
+    """One space between words, no trailing blanks: grammars match words, not layout."""
+    if "\n" not in text:  # most blocks are one line
+        return _normalise_line(text)
+    return "\n".join(_normalise_line(ln) for ln in text.split("\n"))
+
+
+def _normalise_line(line: str) -> str:
+    return (_SPACES.sub(" ", line) if "  " in line or "\t" in line else line).strip()

@@ -1,0 +1,350 @@
+"""Layout: a paste laid out again as it was written, learned from its head.
+
+A log copied from a terminal or a viewer may have been hard-wrapped at the terminal's
+width (and an envelope put before every line after that: a quote, line numbers), or
+exported newest first. The scanner reads it as written: `laid_out` wraps the stream in
+a Layout that joins the wrapped lines again or turns the lines round, and maps the line
+numbers read back to the input's own.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import itertools
+import re
+from collections import Counter
+from typing import BinaryIO
+
+from .envelopes import BY_NAME, Envelope, envelope_at, first_envelope, peel, starts_record, without
+from .shapes import TEXT_TO_ZERO, TO_ZERO
+from .sources import Input, Wrapping
+from .times import STAMP_IN, stamp_of_match
+
+WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
+WRAPPED_LINES = 2  # different lines cut at one width, for the text to be wrapped there
+SPIKE = 2  # lines exactly as wide as the wrap, against those of any width a few columns narrower
+WRAPPED_SHARE = 20  # one line in this many cut; one in five times as many when they differ in shape
+WIDER_LINES = 2  # lines wider than the wrap that a wrapped text may hold (1% of a long one)
+_TRACEBACK = "Traceback (most recent call last):"
+ORDER_STAMPS = 64  # times read to tell the order of the lines: enough to outvote a few out of order
+TRACEBACK_VOTES = 3  # a traceback's order weighs as much as three times in a row (interleaved processes put some out of order)
+_UPTIME_IN = re.compile(rb"\[ *(\d+\.\d{6})\] ")  # the kernel's seconds since boot, which orders lines of one second
+
+
+def _head_lines(head: bytes) -> list[str]:
+    """The whole lines of a head, decoded, without their line breaks."""
+    cut = head.rfind(b"\n") + 1 if len(head) > 1 << 12 else len(head)
+    return [line.rstrip("\r") for line in head[:cut].decode("utf-8", "replace").split("\n")]
+
+
+def wrap_width(head: bytes, varied: bool = False) -> int | None:
+    """The width a terminal or viewer hard-wrapped these lines at, if it did.
+
+    Wrapped text has (almost) no line wider than the wrap, and every logical line longer
+    than it leaves a segment exactly that wide, continued by a line that starts no record
+    of its own: so one width stands out, held by several different lines, each continued.
+    Unwrapped logs have lines of every width, the widest seldom more than once, but for
+    lines whose format fixes their width (metrics of the same keys, progress bars): those
+    are few among the lines, and mostly of one shape (digits aside), where a wrap cuts
+    every line longer than the terminal, of every shape."""
+    width, cut, lines = _wrap_evidence(head)
+    if len(cut) < WRAPPED_LINES:
+        return None
+    shapes = {line.split(b"\n")[0].translate(TO_ZERO) for line in cut}
+    many = len(cut) * WRAPPED_SHARE >= lines and not (varied and len(shapes) < 2)
+    return width if many or (len(shapes) >= 2 and len(cut) * WRAPPED_SHARE * 5 >= lines) else None
+
+
+OUTER_SHARE = 0.9  # of a head's lines that carry one envelope for it to be added after a wrap
+
+
+def outer_envelope(head: bytes) -> Envelope | None:
+    """The envelope put before every physical line after the text was wrapped (a quote, line
+    numbers, a collector's stamp): it stands before the wrapped segments as before the first,
+    which the program's own header never does. None when no one envelope heads them all."""
+    lines = [raw.decode("utf-8", "replace").rstrip("\r") for raw in head.split(b"\n")[:400]]
+    lines = [line for line in lines if line.strip()]
+    candidates: Counter[str] = Counter()
+    for line in lines:  # the envelopes that head lines, most often first
+        found = envelope_at(line)
+        if found is not None and found[0].added:
+            candidates[found[0].name] += 1
+    for name, _count in candidates.most_common(3):  # one that a wider one shadowed on a few lines still heads them
+        envelope = BY_NAME[name]
+        heads = sum(1 for line in lines if (m := envelope.pattern.match(line)) and m.end() > 0)
+        if heads >= OUTER_SHARE * len(lines):
+            return envelope
+    return None
+
+
+def outer_envelopes(head: bytes) -> tuple[Envelope, ...]:
+    """The envelopes added before every line, outermost first (`grep -n` of a collector's
+    output: the line number, then the stamp)."""
+    found: list[Envelope] = []
+    for _ in range(3):
+        envelope = outer_envelope(head)
+        if envelope is None or envelope in found:
+            break
+        found.append(envelope)
+        head = b"\n".join(without((envelope,), line) for line in head.split(b"\n"))
+    return tuple(found)
+
+
+def wrap_layout(head: bytes, again: bool = False) -> tuple[int, tuple[Envelope, ...]] | None:
+    """(width, envelopes) of a hard wrap: the text as it is, or beneath envelopes added to
+    every line after the wrap (a quote of a terminal copy, `cat -n` of it). `again`: the
+    text was unwrapped once already; a second wrap needs lines of different shapes cut, as
+    lines a first join made of one fixed format are all one width."""
+    width = wrap_width(head, varied=again)
+    if width is not None:
+        return width, ()
+    outer = outer_envelopes(head)
+    if not outer:
+        return None
+    width = wrap_width(b"\n".join(without(outer, line) for line in head.split(b"\n")), varied=again)
+    return (width, outer) if width is not None else None
+
+
+def _wrap_evidence(head: bytes) -> tuple[int, set[bytes], int]:
+    """(the likeliest wrap width, the different lines cut there and continued (told apart by
+    their continuation too), the lines).
+
+    A few lines may stand wider than the wrap (a progress bar's carriage returns, colour
+    codes a terminal does not count), so every width held by two lines or more is tried,
+    the widest first, while the lines wider than it stay that few. A wrap makes a spike:
+    many more lines exactly that wide than a few columns narrower, where an unwrapped log
+    has about as many."""
+    raw = [line.rstrip(b"\r") for line in head[: head.rfind(b"\n") + 1 if len(head) > 1 << 12 else len(head)].split(b"\n")]
+    raw = [line for line in raw if line.strip()]
+    widths = [len(line) if line.isascii() else len(line.decode("utf-8", "replace")) for line in raw]
+    counts = Counter(widths)
+    wider = 0
+    best: tuple[int, set[bytes], int] = (0, set(), len(raw))
+    for width in sorted(counts, reverse=True):
+        if width < WRAP_MIN or wider > max(WIDER_LINES, len(raw) // 100):
+            break
+        spike = counts[width] > SPIKE * max(counts.get(width - k, 0) for k in range(1, 9))
+        if counts[width] >= WRAPPED_LINES and spike:
+            cut = {  # segments told apart by what continues them: paths that share a long prefix
+                raw[i] + b"\n" + raw[i + 1][:16]
+                for i in range(len(raw) - 1)
+                if widths[i] == width and continues(raw[i].decode("utf-8", "replace"), raw[i + 1].decode("utf-8", "replace"), width)
+            }
+            if len(cut) > len(best[1]):
+                best = (width, cut, len(raw))
+            if len(cut) >= WRAPPED_LINES:
+                break
+        wider += counts[width]
+    return best
+
+
+def continues(line: str, following: str, width: int) -> bool:
+    """Whether `following` is the rest of `line` that a wrap at `width` cut off: not after a
+    line padded to the width or cut short on purpose (`...`, as Ray's Top-10 commands),
+    not a line that starts a record, nor one that begins as `line` does (its first
+    characters, digits aside: the next line of one fixed format, as memory lines of nearly
+    one width; a line number or a service name a collector put before every line, which
+    the rest of a wrapped line lacks)."""
+    if len(line) != width or line.endswith(("  ", "...")) or not following.strip() or starts_record(following):
+        return False
+    if _head_shape(following) == _head_shape(line):  # the next record of one format (digits aside)
+        return False
+    first = first_envelope(following)
+    return first is None or first != first_envelope(line)
+
+
+SAME_HEAD = 16  # characters two lines share at their start when the second is the next record, not the rest
+
+
+def _head_shape(line: str) -> str | None:
+    """A line's first characters with every digit a 0, when it has that many."""
+    return line[:SAME_HEAD].translate(TEXT_TO_ZERO) if len(line) >= SAME_HEAD else None
+
+
+def newest_first(head: bytes) -> bool:
+    """Whether the lines were pasted in reverse order, as log viewers export newest first:
+    their times (or the kernel's uptimes) run backwards, and a traceback's header or its
+    frames' headers stand after what they head."""
+    backward = forward = 0
+    last = None
+    for m in itertools.islice(STAMP_IN.finditer(head), ORDER_STAMPS):
+        stamp = stamp_of_match(m)
+        key = stamp[1:6] + (stamp.millis or 0,)
+        if last is not None and key != last:
+            backward += key < last
+            forward += key > last
+        last = key
+    last_up = None
+    for m in itertools.islice(_UPTIME_IN.finditer(head), ORDER_STAMPS):
+        up = float(m.group(1))
+        if last_up is not None and up != last_up:
+            backward += up < last_up
+            forward += up > last_up
+        last_up = up
+    if _TRACEBACK.encode() in head:
+        lines = _head_lines(head)
+        for i, line in enumerate(lines[1:-1], 1):
+            if _TRACEBACK in line and peel(line).text.strip() == _TRACEBACK:
+                before, after = (peel(lines[j]).text.lstrip().startswith('File "') for j in (i - 1, i + 1))
+                backward += TRACEBACK_VOTES * (before and not after)
+                forward += TRACEBACK_VOTES * (after and not before)
+    if b'File "' in head:
+        ahead, behind = _frame_runs(_head_lines(head))
+        forward += TRACEBACK_VOTES * ahead
+        backward += TRACEBACK_VOTES * behind
+    return backward >= TRACEBACK_VOTES and backward > 3 * forward
+
+
+_EXCEPTION_LINE = re.compile(r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?:\([\w.]*\))?:")
+
+
+def _frame_runs(lines: list[str]) -> tuple[int, int]:
+    """(tracebacks read forward, tracebacks read backward), told where the frames meet their
+    exception: as written, the last frame's `File "..."` line, its code and then the
+    exception; turned round, the exception, the code and then the `File` line. Only that
+    meeting is read: a wrap or a cut breaks a run of frames anywhere else."""
+    kinds = []
+    for line in lines:
+        text = peel(line).text if line.strip() else ""
+        stripped = text.lstrip()
+        if stripped.startswith('File "') and ", line " in stripped:
+            kinds.append("F")
+        elif text[:1].isspace() and stripped:
+            kinds.append("C")
+        elif _EXCEPTION_LINE.match(text):
+            kinds.append("E")
+        else:
+            kinds.append("O")
+    order = "".join(kinds)
+    ahead = len(re.findall(r"(?=FC{1,6}E)", order))  # code, and Python 3.11+ carets beneath it
+    behind = len(re.findall(r"(?=EC{1,6}F)", order))
+    return ahead, behind
+
+
+LAYOUT_HEAD = 64 << 10  # bytes of a stream's head its layout is learned from: a paste, or hundreds of lines
+REVERSED_LIMIT = 64 << 20  # a paste in reverse order is read whole to turn it round: up to this size
+
+
+class Layout(Wrapping):
+    """A text stream laid out again as it was written: what the Scanner reads, and how its
+    line numbers map back to the input's own."""
+
+    removed = 0  # bytes of the input the layout left out (line breaks a wrap added), or added
+    breaks = 0  # line breaks of the input it left out
+    under: Layout | None = None  # the layout this one reads through (a wrapped paste wrapped again)
+
+    def lines_of(self, first: int, start: int, last: int, stop: int) -> tuple[int, int]:
+        """The input's own line numbers of the lines first..last read at offsets start..stop."""
+        return first, last
+
+    def totals(self) -> tuple[int, int]:
+        """(bytes, line breaks) of the input left out by this layout and the ones beneath it."""
+        below = self.under.totals() if self.under is not None else (0, 0)
+        return self.removed + below[0], self.breaks + below[1]
+
+
+class Unwrapped(Layout):
+    """Lines a terminal or viewer hard-wrapped at `width` columns, joined again (continues),
+    so a trigger, a number or a message cut by the wrap reads whole. When an envelope was put
+    before every line after the wrap (`outer`), the widths are those of the lines beneath it,
+    and a continued segment loses its copy of it as it joins the line it belongs to."""
+
+    def __init__(self, inner: BinaryIO, width: int, outer: tuple[Envelope, ...] = ()) -> None:
+        self.inner, self.width, self.outer = inner, width, outer
+        self.pending: bytes | None = b""  # read, not decided: the last whole line and what follows it (None: all out)
+        self.ready = bytearray()
+        self.given = 0  # bytes handed out so far
+        self.joins: list[int] = []  # offsets handed out where a removed line break stood
+        self.removed = 0
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while len(self.ready) < len(buffer) and self.pending is not None:
+            chunk = self.inner.read(1 << 20)
+            self._lay(self.pending + chunk, final=not chunk)
+        size = min(len(buffer), len(self.ready))
+        buffer[:size] = self.ready[:size]
+        del self.ready[:size]
+        self.given += size
+        return size
+
+    def _lay(self, data: bytes, final: bool) -> None:
+        """Hand out the lines of `data` joined where a wrap cut them; whether the last whole
+        line continues needs the next one, so it waits with what follows it, until the end.
+        Only a line at least as long in bytes as the wrap is in characters can be cut: the
+        others go out as they are, many at a time."""
+        lines = data.split(b"\n")
+        keep = 0 if final else 2
+        self.pending = None if final else b"\n".join(lines[-2:])
+        count = len(lines) - keep
+        done = 0  # lines handed out
+        bodies = [without(self.outer, line) for line in lines] if self.outer else lines
+        for i in [i for i, body in enumerate(bodies[:count]) if len(body) >= self.width and i + 1 < len(lines)]:
+            text = bodies[i].decode("utf-8", "replace").rstrip("\r")
+            if not continues(text, bodies[i + 1].decode("utf-8", "replace").rstrip("\r"), self.width):
+                continue
+            if i > done:
+                self.ready += b"\n".join(lines[done:i]) + b"\n"
+            line = lines[i]
+            body = line[:-1] if line.endswith(b"\r") else line
+            self.ready += body
+            self.joins.append(self.given + len(self.ready))
+            self.removed += len(line) + 1 - len(body) + len(lines[i + 1]) - len(bodies[i + 1])
+            lines[i + 1] = bodies[i + 1]  # the continued segment without its copy of the envelope
+            self.breaks += 1
+            done = i + 1
+        if count > done:
+            self.ready += b"\n".join(lines[done:count]) + (b"" if final else b"\n")
+        if not final:  # a continued segment that waits lost its envelope above: it waits so
+            self.pending = b"\n".join(lines[-2:])
+
+    def lines_of(self, first: int, start: int, last: int, stop: int) -> tuple[int, int]:
+        first += bisect.bisect_right(self.joins, start)
+        last += bisect.bisect_right(self.joins, max(start, stop - 1))
+        return self.under.lines_of(first, -1, last, -1) if self.under is not None else (first, last)
+
+
+class Reversed(Layout):
+    """A paste whose lines stand newest first (newest_first), read oldest first."""
+
+    def __init__(self, inner: BinaryIO, item: Input) -> None:
+        self.inner = inner
+        data = inner.read(REVERSED_LIMIT + 1)
+        if len(data) > REVERSED_LIMIT:
+            item.problems.append(f"lines stand newest first, but only the first {REVERSED_LIMIT >> 20} MiB were turned round")
+            data = data[:REVERSED_LIMIT]
+        lines = data.split(b"\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        else:
+            self.removed = -1  # the last line gets the line break it lacked
+        self.count = len(lines)
+        self.data = io.BytesIO(b"".join(line + b"\n" for line in reversed(lines)))
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        return self.data.readinto(buffer)
+
+    def lines_of(self, first: int, start: int, last: int, stop: int) -> tuple[int, int]:
+        return self.count + 1 - last, self.count + 1 - first
+
+
+def laid_out(stream: io.BufferedReader, item: Input) -> tuple[io.BufferedReader, Layout | None]:
+    """The stream as it was written, when its head shows it was turned round or hard-wrapped,
+    and the layout that maps its lines back (None: the stream as it is)."""
+    layout: Layout | None = None
+    if not isinstance(stream, (io.BytesIO, io.BufferedReader)):  # raw: what a peek read would be lost with a failing read after it
+        return stream, None
+    stream = io.BufferedReader(stream, LAYOUT_HEAD)  # type: ignore[arg-type]  # a head that large to peek at
+    head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
+    if newest_first(head):
+        layout = Reversed(stream, item)
+        stream = io.BufferedReader(layout, LAYOUT_HEAD)
+        head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
+    for again in (False, True):  # a text wrapped twice: a wrapped paste copied again from a narrower terminal
+        wrap = wrap_layout(head, again)
+        if wrap is None:
+            break
+        layout, layout.under = Unwrapped(stream, *wrap), layout
+        stream = io.BufferedReader(layout, LAYOUT_HEAD)
+        head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
+    return stream, layout
