@@ -161,12 +161,10 @@ def _walk(path: str, seen: dict[tuple[int, int], str], named: bool) -> Iterator[
 
 def _folder(path: str, seen: dict[tuple[int, int], str]) -> Iterator[Input]:
     try:
-        names = sorted(os.listdir(path))
+        names = _kept(os.listdir(path))
     except OSError as err:
         yield Input(path, problems=[f"cannot list folder: {_reason(err)}"])
         return
-    if "logs" in names:  # a Ray session folder: its other subfolders hold no logs
-        names = [n for n in names if n not in SESSION_SKIP]
     if not names:
         yield Input(path, problems=["empty folder: nothing to read"])
         return
@@ -180,6 +178,41 @@ def _folder(path: str, seen: dict[tuple[int, int], str]) -> Iterator[Input]:
             if item.node is None:
                 item.node = node
             yield item
+
+
+def _kept(names: list[str]) -> list[str]:
+    """A folder's entries that may hold logs, in the order they are read: in a Ray session
+    folder (one holding logs/) the other subfolders hold none."""
+    names = sorted(names)
+    return [n for n in names if n not in SESSION_SKIP] if "logs" in names else names
+
+
+def files_under(path: str) -> Iterator[tuple[str, os.stat_result]]:
+    """The regular files at or under `path` with their stat, in the order `discover` reads
+    them, none opened: what `watch` polls for appended bytes. The folders discover leaves
+    out are left out, a file or folder reached again (a link) is listed once, and what
+    cannot be listed or stat'ed is passed over (it may be gone since)."""
+    seen: set[tuple[int, int]] = set()
+
+    def walk(at: str) -> Iterator[tuple[str, os.stat_result]]:
+        try:
+            st = os.stat(at)
+        except OSError:
+            return
+        if (st.st_dev, st.st_ino) in seen:
+            return
+        seen.add((st.st_dev, st.st_ino))
+        if stat.S_ISREG(st.st_mode):
+            yield at, st
+        elif stat.S_ISDIR(st.st_mode):
+            try:
+                names = _kept(os.listdir(at))
+            except OSError:
+                return
+            for name in names:
+                yield from walk(os.path.join(at, name))
+
+    yield from walk(path)
 
 
 def _node_of_folder(path: str, names: list[str], raylet: str = "raylet.out") -> str | None:

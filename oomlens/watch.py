@@ -26,15 +26,13 @@ import dataclasses
 import io
 import os
 import re
-import stat
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .diagnosis import CONTRACT_VERSION, diagnose
 from .events import Clue, Event, Source, fold
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
-from .sources import ARCHIVE_NAMES, SESSION_SKIP, SNIFF, is_binary, node_in, role_of
+from .sources import ARCHIVE_NAMES, SNIFF, files_under, is_binary, node_in, role_of
 
 MAX_EVENTS = 500  # failures in the window
 MAX_SAMPLES = 500  # memory samples (gpu_memory) in the window: enough for a trend
@@ -101,8 +99,9 @@ class Watcher:
         `final` reads unfinished last lines too (`--once`: nothing more will come)."""
         lines: list[dict[str, Any]] = []
         seen: dict[tuple[int, int], tuple[str, os.stat_result]] = {}
-        for path, st in self._walk():
-            seen.setdefault((st.st_dev, st.st_ino), (path, st))
+        for path, st in files_under(self.path):  # as `parse` finds them, none opened
+            if not path.lower().endswith(COMPRESSED):
+                seen.setdefault((st.st_dev, st.st_ino), (path, st))
         for gone in self.files.keys() - seen.keys():
             del self.files[gone]
         for inode, (path, st) in seen.items():
@@ -115,32 +114,6 @@ class Watcher:
                     lines += self._tell()  # before the window forgets what an incident stands on
                     self._trim()
         return lines + self._tell()
-
-    def _walk(self) -> Iterator[tuple[str, os.stat_result]]:
-        """Regular text files under the path, in a stable order; a Ray session's
-        runtime_resources/ and sockets/ are left out, like `parse` does."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return
-        if not stat.S_ISDIR(st.st_mode):
-            if stat.S_ISREG(st.st_mode):
-                yield self.path, st
-            return
-        for folder, dirs, names in os.walk(self.path):
-            if "logs" in dirs:
-                dirs[:] = [d for d in dirs if d not in SESSION_SKIP]
-            dirs.sort()
-            for name in sorted(names):
-                if name.lower().endswith(COMPRESSED):
-                    continue
-                path = os.path.join(folder, name)
-                try:
-                    st = os.stat(path)
-                except OSError:  # gone since the listing
-                    continue
-                if stat.S_ISREG(st.st_mode):
-                    yield path, st
 
     def _follow(self, path: str) -> Followed:
         self._serial += 1
@@ -197,22 +170,14 @@ class Watcher:
 
     def _scan(self, f: Followed, text: bytes, final: bool) -> None:
         f.node = f.node or self._node(f.path)  # raylet.out may name the node after the file began
-        prefix = b":actor_name:" + f.actor.encode() + b"\n" if f.actor and f.role == "worker" else b""
         scanner = Scanner(FileContext(f.path, f.role, f.pid, f.node, f.year))
-        shift = f.context_line - 1 - (1 if prefix else 0)
-        found: list[Event | Clue] = list(scanner.events(io.BytesIO(prefix + text)))
+        scanner.resume(actor=f.actor if f.role == "worker" else None, line=f.context_line)
+        found: list[Event | Clue] = list(scanner.events(io.BytesIO(text)))
         f.year = scanner.ctx.year
         for key in f.open_keys:
             self._drop(key)
-        taken: list[Event | Clue] = []
+        taken = [report for report in found if report.source.line >= f.accept_line]
         count: dict[tuple[int, str], int] = {}
-        for report in found:
-            sources = [report.source] if isinstance(report, Clue) else report.sources
-            for source in {id(s): s for s in sources}.values():
-                source.line += shift
-                source.end_line += shift
-            if report.source.line >= f.accept_line:
-                taken.append(report)
         keys = []
         for report in taken:
             n = count[(report.source.line, report.kind)] = count.get((report.source.line, report.kind), 0) + 1

@@ -19,7 +19,7 @@ import zstandard
 
 from conftest import SESSIONS
 from oomlens import analyze
-from oomlens.sources import discover, role_of
+from oomlens.sources import discover, files_under, role_of
 
 SESSION = SESSIONS / "ray2.60-b-rl-actor-oom"
 WORKER_ID = "577e72818f8d827312e46e650d4f707c08c58d89c950d6c52c2d4f87"
@@ -136,6 +136,22 @@ def test_session_root_reads_logs_not_runtime_resources_or_sockets(tmp_path):
     (session / "sockets").mkdir()
     paths = {os.path.relpath(i.path, session).split(os.sep)[0] for i in discover([str(session)])}
     assert paths == {"logs"}
+
+
+def test_the_files_watch_polls_are_the_files_parse_reads_in_its_order(tmp_path):
+    """files_under (what `watch` polls, nothing opened) lists the plain files discover reads,
+    in its order: a session's runtime_resources/ and sockets/ left out, a linked file once."""
+    session = tmp_path / "session_2026-11-22_03-35-19_000000_1"
+    shutil.copytree(SESSION / "logs", session / "logs")
+    (session / "runtime_resources" / "pip").mkdir(parents=True)
+    (session / "runtime_resources" / "pip" / "x.log").write_text(nodeless(1))
+    (session / "sockets").mkdir()
+    (session / "driver-console.log").write_text(summary(1))
+    os.symlink(session / "driver-console.log", session / "zz-link.log")
+    listed = [path for path, _st in files_under(str(session))]
+    assert listed == [i.path for i in discover([str(session)]) if not i.problems]
+    assert len(listed) > 10 and not any("runtime_resources" in p or "zz-link" in p for p in listed)
+    assert [path for path, _st in files_under(str(session / "driver-console.log"))] == [str(session / "driver-console.log")]
 
 
 def test_gz_and_zst_files_are_read_decompressed(tmp_path):
