@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from .correlate import Incident
     from .diagnosis import Diagnosis
     from .events import Event
+    from .registry import Registry
 
-__all__ = ["CONTRACT_VERSION", "Diagnosis", "Event", "Incident", "analyze", "parse_text", "schema"]
+__all__ = ["CONTRACT_VERSION", "Diagnosis", "Event", "Incident", "Registry", "analyze", "parse_text", "schema"]
 
 # public names imported on first use, so that `import oomlens` stays light
 _LAZY = {
@@ -28,27 +29,29 @@ _LAZY = {
     "Diagnosis": "diagnosis",
     "Event": "events",
     "Incident": "correlate",
+    "Registry": "registry",  # families and kinds: Registry.shipped().add(grammar, Transformer, kinds)
 }
 
 
-def analyze(*paths: str, jobs: int | None = None, all_readings: bool = False) -> Diagnosis:
+def analyze(*paths: str, jobs: int | None = None, all_readings: bool = False, registry: Registry | None = None) -> Diagnosis:
     """Read logs (Ray session folders, files, archives, '-' for stdin) and diagnose them.
 
     `jobs` is the number of processes reading files (default: one per core); the
     diagnosis is the same whatever it is. A long run's memory readings are reduced to a
     fixed budget (the first, last, lowest and highest of each stretch of each series);
-    `all_readings` keeps every one, and memory then grows with the run."""
+    `all_readings` keeps every one, and memory then grows with the run. `registry` reads
+    families added to the shipped ones (CONTRIBUTING.md)."""
     from .pipeline import analyze as run
     from .reduce import BUCKETS
 
-    return run(*paths, jobs=jobs, budget=None if all_readings else BUCKETS)
+    return run(*paths, jobs=jobs, budget=None if all_readings else BUCKETS, registry=registry)
 
 
-def parse_text(text: str) -> list[Event]:
+def parse_text(text: str, registry: Registry | None = None) -> list[Event]:
     """Events in a snippet of log text pasted into chat or an issue, numbered e1, e2, ..."""
     from .pipeline import parse_text as run
 
-    return run(text)
+    return run(text, registry=registry)
 
 
 def schema() -> dict[str, Any]:

@@ -12,34 +12,17 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .data import load
 from .events import Clue, Event
+from .kinds import Kind, Kinds
+from .text import gib, render
 from .timeline import Trends, epoch
 
-MEMORY_FAILURES = ("ray_oom_kill", "cuda_oom", "kernel_oom", "vllm_memory_error", "ray_oom_summary")
-OTHER_FAILURES = ("ray_worker_died", "ray_actor_unavailable", "watchdog_timeout")
-FAILURES = frozenset(MEMORY_FAILURES + OTHER_FAILURES)
-MEMORY_OF = {
-    "ray_oom_kill": "host",
-    "ray_oom_summary": "host",
-    "kernel_oom": "host",
-    "cuda_oom": "gpu",
-    "vllm_memory_error": "gpu",
-}
 SKEW_S = 120  # node clocks may disagree by this much
-CASCADE_S = {  # how long after a root its consequences still surface
-    "ray_worker_died": 600,
-    "ray_actor_unavailable": 600,
-    "watchdog_timeout": 3 * 3600,  # NCCL timeouts default to 30 min, some runs set hours
-    "ray_oom_kill": 600,
-    "ray_oom_summary": 600,
-    "cuda_oom": 600,
-    "kernel_oom": 600,
-    "vllm_memory_error": 600,
-}
 CONTEXT_BEFORE = 120  # lines of traceback that may precede the line an event was read from
 CONTEXT_AFTER = 40  # lines after it (a remote-task header printed below a CUDA OOM)
 
@@ -58,6 +41,7 @@ class Incident:
     culprit: dict[str, Any] | None = None  # the biggest memory user, for a host OOM
     trend: str | None = None  # "growth" or "jump" of memory before the failure
     id: str | None = None
+    fingerprint: str | None = None  # stable across runs: what failed, where, in what (diagnosis.fingerprint)
 
 
 @functools.cache
@@ -171,15 +155,16 @@ def identity_of(event: Event) -> str | None:
     return event.method or event.actor
 
 
-def attribute(events: list[Event], context: Context) -> None:
+def attribute(events: list[Event], context: Context, kinds: Kinds) -> None:
     """Fill each event's component and memory from its own process and nearby tracebacks."""
     for event in events:
-        event.memory = event.memory or MEMORY_OF.get(event.kind)
+        kind = kinds[event.kind]
+        event.memory = event.memory or kind.memory
         clues_near = context.around(event)
         for clue in clues_near:
             task = clue.fields.get("task")
-            if task and _names_method_of(task, event):
-                if event.kind == "cuda_oom":  # the header names the process that raised it
+            if task and _names_method_of(task, event, kind.task_header):
+                if kind.task_header == "raiser":  # the header names the process that raised it
                     event.actor, event.method = task.get("actor") or event.actor, task.get("method")
                     event.pid = task.get("pid") or event.pid
                 elif event.actor in (None, task.get("actor")):
@@ -187,21 +172,21 @@ def attribute(events: list[Event], context: Context) -> None:
                     event.method = task.get("method")
                 break
         component = component_of(identity_of(event))
-        if component in (None, "driver") and clues_near and event.kind != "watchdog_timeout":
+        if component in (None, "driver") and clues_near and kind.phase:
             # the trainer's loop (`TaskRunner.run`) only says the phase it called is below it
             component = phase_of(clues_near)[0] or component
         event.component = component
 
 
-def _names_method_of(task: dict, event: Event) -> bool:
+def _names_method_of(task: dict, event: Event, header: str) -> bool:
     """Does a remote-task header near an event name the method the event happened in? Only
     when the event names none; a kill report only takes its own victim's header, and a
     death's header (the caller that saw it) never changes the dead actor's class."""
     if event.method is not None:
         return False
-    if event.kind == "ray_worker_died" and task.get("error") in CALLER_ERRORS:
+    if header == "not_caller" and task.get("error") in CALLER_ERRORS:
         return False  # the header of a RayTaskError(ActorDiedError) is the caller's task, not the dead actor's
-    return event.kind != "ray_oom_kill" or event.pid is None or task.get("pid") in (None, event.pid)
+    return header != "own_pid" or event.pid is None or task.get("pid") in (None, event.pid)
 
 
 CALLER_ERRORS = ("ActorDiedError", "RayActorError")
@@ -210,20 +195,20 @@ CALLER_ERRORS = ("ActorDiedError", "RayActorError")
 # -- incidents -------------------------------------------------------------------------------
 
 
-def group(events: list[Event]) -> list[Incident]:
+def group(events: list[Event], kinds: Kinds) -> list[Incident]:
     """Roots and cascades. Memory failures open incidents first, and every failure that
     follows one (or follows a failure already in its cascade: a kill, then a rank hanging
     in a collective, then its watchdog abort, then its death) joins it. The failures left
     open incidents of their own, deaths before the timeouts they cause."""
-    failures = [e for e in events if e.kind in FAILURES]  # a few among tens of thousands of samples
+    failures = [e for e in events if e.kind in kinds.failures]  # a few among tens of thousands of samples
     incidents: list[Incident] = []
     for event in failures:
-        if event.kind in MEMORY_FAILURES:
-            _join_or_open(incidents, incidents, event)
+        if event.kind in kinds.memory_failures:
+            _join_or_open(incidents, incidents, event, kinds)
     rest = []
     for event in failures:
-        if event.kind in OTHER_FAILURES:
-            home = _home(incidents, event)
+        if event.kind not in kinds.memory_failures:
+            home = _home(incidents, event, kinds)
             if home is None:
                 rest.append(event)
             else:
@@ -231,30 +216,29 @@ def group(events: list[Event]) -> list[Incident]:
     opened = len(incidents)
     # NCCL ranks time out waiting for a dead peer, sometimes on a node whose clock runs
     # ahead of the dead worker's: the death comes first
-    for event in sorted(rest, key=lambda e: OTHER_FAILURES.index(e.kind)):
-        _join_or_open(incidents, incidents[opened:], event)
+    for event in sorted(rest, key=lambda e: kinds.order(e.kind)):
+        _join_or_open(incidents, incidents[opened:], event, kinds)
     for incident in incidents:
         incident.cascade.sort(key=lambda e: (seconds(e) is None, seconds(e) or 0))
-        _lead_with_the_death_the_caller_saw(incident)
+        if kinds[incident.root.kind].burst:
+            _lead_with_the_one_the_caller_saw(incident)
     incidents.sort(key=lambda i: (seconds(i.root) is None, seconds(i.root) or 0))
     return incidents
 
 
-def _join_or_open(incidents: list[Incident], candidates: list[Incident], event: Event) -> None:
-    home = _home(candidates, event)
+def _join_or_open(incidents: list[Incident], candidates: list[Incident], event: Event, kinds: Kinds) -> None:
+    home = _home(candidates, event, kinds)
     if home is None:
         incidents.append(Incident(root=event))
     else:
         home.cascade.append(event)
 
 
-def _lead_with_the_death_the_caller_saw(incident: Incident) -> None:
+def _lead_with_the_one_the_caller_saw(incident: Incident) -> None:
     """When a dead peer takes its whole job down, Ray reports many deaths within seconds.
     The one the caller saw (reported most often, with its class) leads; its peers follow."""
-    if incident.root.kind != "ray_worker_died":
-        return
     t = seconds(incident.root)
-    peers = [e for e in incident.cascade if e.kind == "ray_worker_died" and (t is None or seconds(e) is None or abs(seconds(e) - t) <= SKEW_S)]
+    peers = [e for e in incident.cascade if e.kind == incident.root.kind and (t is None or seconds(e) is None or abs(seconds(e) - t) <= SKEW_S)]
     best = max([incident.root, *peers], key=lambda e: (len(e.sources), e.actor is not None))
     if best is not incident.root:
         incident.cascade.remove(best)
@@ -262,7 +246,7 @@ def _lead_with_the_death_the_caller_saw(incident: Incident) -> None:
         incident.root = best
 
 
-def _home(incidents: list[Incident], event: Event) -> Incident | None:
+def _home(incidents: list[Incident], event: Event, kinds: Kinds) -> Incident | None:
     """The incident this event follows: after its root or after a failure of its cascade.
     An inferred time is an interval (the stamps before and after the line), so such an
     event joins the first incident that may have come before it: one whose root is not
@@ -285,10 +269,11 @@ def _home(incidents: list[Incident], event: Event) -> Incident | None:
             if t - SKEW_S <= root_t <= latest + SKEW_S and (best is None or root_t < best_gap):
                 best, best_gap = incident, root_t
             continue
-        window = CASCADE_S[event.kind]
-        if event.kind == "watchdog_timeout" and event.fields.get("elapsed_ms"):
+        kind = kinds[event.kind]
+        window = kind.cascade_s
+        if kind.waited is not None and event.fields.get(kind.waited):
             # a collective that started long before the root cannot have been caused by it
-            if t - event.fields["elapsed_ms"] / 1000 < root_t - window:
+            if t - event.fields[kind.waited] / 1000 < root_t - window:
                 continue
         for anchor in (incident.root, *incident.cascade):
             anchor_t = seconds(anchor)
@@ -300,13 +285,18 @@ def _home(incidents: list[Incident], event: Event) -> Incident | None:
 # -- what each incident means -----------------------------------------------------------------
 
 
-def explain(incident: Incident, context: Context) -> None:
-    """Component, memory kind, confidence and evidence of one incident."""
+def explain(incident: Incident, context: Context, kinds: Kinds) -> None:
+    """Component, memory kind, confidence and evidence of one incident: the root's kind
+    names how it is explained (`explain` in data/kinds.toml)."""
     root = incident.root
-    incident.memory = MEMORY_OF.get(root.kind)
+    kind = kinds[root.kind]
+    incident.memory = kind.memory
     incident.evidence.append(f"root: {root.kind} at {root.time or '?'} ({_where(root)})")
-    explainer = EXPLAIN.get(root.kind, _explain_failure)
-    explainer(incident, context)
+    if kind.evidence and (told := render(kind.evidence, root.fields)):
+        incident.evidence.append(told)
+    if kind.explain not in EXPLAINERS:
+        raise ValueError(f"kind {root.kind!r}: explain {kind.explain!r} is none of {', '.join(EXPLAINERS)}")
+    EXPLAINERS[kind.explain](incident, context, kind)
     for event in incident.cascade:
         incident.evidence.append(f"then: {event.kind} at {event.time or '?'} ({_where(event)})")
 
@@ -323,11 +313,7 @@ def _where(event: Event) -> str:
     return ", ".join(parts)
 
 
-def _gib(n: int | None) -> str:
-    return "?" if n is None else f"{n / 1024**3:.2f} GiB"
-
-
-def _explain_ray_kill(incident: Incident, context: Context) -> None:
+def _explain_ray_kill(incident: Incident, context: Context, kind: Kind) -> None:
     root = incident.root
     f = root.fields
     top = [row for row in f.get("top", []) if row.get("command", "").startswith("ray::")]
@@ -337,14 +323,14 @@ def _explain_ray_kill(incident: Incident, context: Context) -> None:
     incident.phase = root.method or where
     if victim:
         incident.evidence.append(
-            f"Ray killed pid {victim.get('pid')} {victim.get('name') or ''} ({_gib(victim.get('bytes'))}): the worker it picked, not necessarily the one that used the memory"
+            f"Ray killed pid {victim.get('pid')} {victim.get('name') or ''} ({gib(victim.get('bytes'))}): the worker it picked, not necessarily the one that used the memory"
         )
     if culprit is not None:
         incident.culprit = culprit
         incident.component = component_of(culprit["command"][5:])
         share = culprit["bytes"] / f["node_used_bytes"] if f.get("node_used_bytes") else None
         incident.evidence.append(
-            f"top memory user: pid {culprit['pid']} {culprit['command']} {_gib(culprit['bytes'])}"
+            f"top memory user: pid {culprit['pid']} {culprit['command']} {gib(culprit['bytes'])}"
             + (f" ({share:.0%} of node memory in use)" if share else "")
         )
         incident.confidence = 0.9 if incident.component else 0.6
@@ -359,12 +345,12 @@ def _explain_ray_kill(incident: Incident, context: Context) -> None:
         incident.confidence = 0.6
     if f.get("node_used_bytes"):
         incident.evidence.append(
-            f"node memory {_gib(f['node_used_bytes'])} of {_gib(f.get('node_total_bytes'))}"
+            f"node memory {gib(f['node_used_bytes'])} of {gib(f.get('node_total_bytes'))}"
             + (f", threshold {f['threshold']}" if f.get("threshold") is not None else "")
         )
 
 
-def _explain_summary(incident: Incident, context: Context) -> None:
+def _explain_summary(incident: Incident, context: Context, kind: Kind) -> None:
     f = incident.root.fields
     incident.evidence.append(
         f"raylet counted {f.get('killed')} worker(s) killed by its memory monitor on node {incident.root.node or f.get('node_id') or '?'}; the kill report itself is not in these logs"
@@ -372,29 +358,24 @@ def _explain_summary(incident: Incident, context: Context) -> None:
     incident.confidence = 0.6
 
 
-def _explain_gpu(incident: Incident, context: Context) -> None:
+def _explain_gpu(incident: Incident, context: Context, kind: Kind) -> None:
+    """A GPU failure surfaced in the process that allocated: its own actor, else the phase
+    its traceback names, else the kind's usual component (vLLM's start-up: rollout)."""
     root = incident.root
     component, where = phase_of(context.around(root))
-    incident.component = root.component or component
+    incident.component = root.component or component or kind.component
     incident.phase = root.method or where
-    if root.kind == "vllm_memory_error":
-        incident.component = incident.component or "rollout"
     incident.confidence = 0.85 if incident.component else 0.7
-    f = root.fields
-    if root.kind == "cuda_oom" and f.get("requested_bytes") is not None:
-        incident.evidence.append(
-            f"GPU {f.get('gpu', '?')}: tried to allocate {_gib(f.get('requested_bytes'))} with {_gib(f.get('free_bytes'))} free of {_gib(f.get('total_bytes'))}"
-        )
     if where:
         incident.evidence.append(f"surfaced in {where}")
 
 
-def _explain_kernel(incident: Incident, context: Context) -> None:
+def _explain_kernel(incident: Incident, context: Context, kind: Kind) -> None:
     """The kernel names only a 15-character comm; Ray's report of the same pid's death, or
     the caller's traceback, says which actor and method it was."""
     f = incident.root.fields
     incident.evidence.append(
-        f"the Linux OOM killer killed pid {f.get('pid')} ({f.get('process')}), anon-rss {_gib(f.get('anon_rss_bytes'))}"
+        f"the Linux OOM killer killed pid {f.get('pid')} ({f.get('process')}), anon-rss {gib(f.get('anon_rss_bytes'))}"
     )
     incident.component = incident.root.component
     for death in incident.cascade:
@@ -406,46 +387,59 @@ def _explain_kernel(incident: Incident, context: Context) -> None:
     incident.confidence = 0.85
 
 
-def _explain_failure(incident: Incident, context: Context) -> None:
-    """A death or a timeout with no memory failure before it."""
+def _explain_failure(incident: Incident, context: Context, kind: Kind) -> None:
+    """A failure with no memory failure before it: the process it happened in, little confidence."""
     root = incident.root
-    incident.component = root.component if root.kind != "watchdog_timeout" else None
+    incident.component = root.component or kind.component
     incident.phase = root.method
+    incident.confidence = 0.4
+
+
+def _explain_death(incident: Incident, context: Context, kind: Kind) -> None:
+    """A worker that vanished without a word from Ray's memory monitor may have met the kernel's."""
+    _explain_failure(incident, context, kind)
+    root = incident.root
     detail = str(root.fields.get("exit_detail") or root.fields.get("reason") or "")
-    if root.kind == "ray_worker_died" and "connection error code 2" in detail:
+    if "connection error code 2" in detail:
         incident.memory = "host"
         incident.confidence = 0.35
         incident.evidence.append(
             "the worker vanished (connection error code 2, End of file) with no Ray OOM kill: possibly the kernel OOM killer; check dmesg on that node"
         )
-    elif root.kind == "watchdog_timeout":
-        incident.confidence = 0.3
-        incident.evidence.append("a collective timed out; the rank that stopped responding is the one to look at, not this one")
-    else:
-        incident.confidence = 0.4
 
 
-EXPLAIN = {
-    "ray_oom_kill": _explain_ray_kill,
-    "ray_oom_summary": _explain_summary,
-    "cuda_oom": _explain_gpu,
-    "vllm_memory_error": _explain_gpu,
-    "kernel_oom": _explain_kernel,
+def _explain_timeout(incident: Incident, context: Context, kind: Kind) -> None:
+    """A rank that timed out waited for another: it names neither the component nor the cause."""
+    incident.component = None
+    incident.phase = incident.root.method
+    incident.confidence = 0.3
+    incident.evidence.append("a collective timed out; the rank that stopped responding is the one to look at, not this one")
+
+
+# how an incident is explained, by the name a kind gives in data/kinds.toml (`explain`)
+EXPLAINERS: dict[str, Callable[[Incident, Context, Kind], None]] = {
+    "ray_kill": _explain_ray_kill,
+    "ray_summary": _explain_summary,
+    "gpu": _explain_gpu,
+    "kernel": _explain_kernel,
+    "death": _explain_death,
+    "timeout": _explain_timeout,
+    "failure": _explain_failure,
 }
 
 
-def correlate(events: list[Event], clues: list[Clue]) -> tuple[list[Event], list[Incident]]:
+def correlate(events: list[Event], clues: list[Clue], kinds: Kinds) -> tuple[list[Event], list[Incident]]:
     """The events on one clock, and the incidents they form in time order, each explained."""
     ordered = one_clock(events)
     context = Context(clues)
-    attribute(events, context)  # each event on its own: in the order they were read, which is their order in memory
-    incidents = group(ordered)
+    attribute(events, context, kinds)  # each event on its own: in the order they were read, which is their order in memory
+    incidents = group(ordered, kinds)
     trends = None  # read only when an incident needs them: a healthy run has none
     for number, incident in enumerate(incidents, 1):
         incident.id = f"i{number}"
-        explain(incident, context)
+        explain(incident, context, kinds)
         if incident.memory:
-            trends = trends or Trends(ordered)
+            trends = trends or Trends(ordered, kinds)
             incident.trend, seen = trends.before(incident.memory, incident.root.time)
             if seen:
                 incident.evidence.append(f"memory trend: {seen}")

@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import collector
 from .clock import ClockNote, settle
 from .correlate import Incident, component_of, correlate
-from .events import COMPONENTS, KINDS, Clue, Event
+from .events import Clue, Event
+from .kinds import Kinds, shipped
 from .remedies import detect_framework, detect_versions, evidence_text, remedies_for
 from .sources import Input
+from .text import render
+from .timeline import Sample, samples
 
 if TYPE_CHECKING:
     import pandas
 
-CONTRACT_VERSION = 1
-EVENTS_PER_WRITE = 256  # write_json: small enough that each slice's dicts reuse the last one's memory
-SLICE_OPEN, SLICE_CLOSE = b'{\n  "events": [\n', b"\n  ]\n}"  # around a slice of events, indented
+CONTRACT_VERSION = 1  # the "oomlens" key of every JSON object oomlens prints (DESIGN.md)
 CONFIDENT = 0.5  # below this the verdict names no memory kind: a wrong guess is worse than none
 
 
@@ -38,6 +40,7 @@ class Diagnosis:
     remedies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by incident id
     clues: list[Clue] = field(default_factory=list)  # context for the correlator, not in the contract
     clocks: list[ClockNote] = field(default_factory=list)  # the clocks corrected to put events on one
+    kinds: Kinds = field(default_factory=shipped)  # what the events' kinds mean (data/kinds.toml and any added)
 
     @property
     def problems(self) -> list[str]:
@@ -59,93 +62,31 @@ class Diagnosis:
         """True when at least one input could be read at all."""
         return any(i.opener is not None and (i.bytes or not i.problems) for i in self.inputs)
 
-    def incident_dict(self, incident: Incident) -> dict[str, Any]:
-        return {
-            "id": incident.id,
-            "root": incident.root.id,
-            "cascade": [e.id for e in incident.cascade],
-            "component": incident.component,
-            "memory": incident.memory,
-            "confidence": incident.confidence,
-            "evidence": incident.evidence,
-            "remedies": self.remedies.get(incident.id or "", []),
-            "fingerprint": fingerprint(incident, self.framework),
-            "root_kind": incident.root.kind,
-            "phase": incident.phase,
-            "culprit": incident.culprit,
-            "trend": incident.trend,
-            "framework": self.framework,
-        }
+    @functools.cached_property
+    def timeline(self) -> list[Sample]:
+        """Every memory reading of the events (timeline.samples), made once for every output."""
+        return samples(self.events, self.kinds)
+
+    # The Python API of DESIGN.md: each method hands the finished diagnosis to its output.
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON contract (DESIGN.md, version 1; extra keys are additive)."""
-        return self._contract([e.to_dict() for e in self.events])
+        from .outputs.json import contract
 
-    def _contract(self, events: list[dict[str, Any]]) -> dict[str, Any]:
-        return {
-            "oomlens": CONTRACT_VERSION,
-            "inputs": [i.to_dict() for i in self.inputs],
-            "events": events,
-            "incidents": [self.incident_dict(i) for i in self.incidents],
-            "verdict": self.verdict,
-            "clocks": [note.to_dict() for note in self.clocks],
-        }
+        return contract(self)
 
     def write_json(self, stream: BinaryIO) -> None:
-        """Write to_dict() as indented JSON (what `parse --format json` prints) a few events
-        at a time: a long run's document is tens of megabytes, and made whole it would cost
-        as much again in fresh memory, which takes longer to get than to fill."""
-        import orjson
+        """to_dict() as indented JSON, a few events at a time (what `parse --format json` prints)."""
+        from .outputs.json import write
 
-        head = orjson.dumps(self._contract([]), option=orjson.OPT_INDENT_2)
-        # the first '"events": [' is the key: a quote inside a string is escaped
-        cut = head.index(b'"events": [') + len(b'"events": [')
-        stream.write(head[:cut])
-        with collector.paused():  # each slice's dicts are gone before the next is made
-            for start in range(0, len(self.events), EVENTS_PER_WRITE):
-                events = [e.to_dict() for e in self.events[start : start + EVENTS_PER_WRITE]]
-                # under an "events" key, as in the document, the events are indented as there
-                part = orjson.dumps({"events": events}, option=orjson.OPT_INDENT_2)
-                stream.write(b",\n" if start else b"\n")
-                stream.write(memoryview(part)[len(SLICE_OPEN) : -len(SLICE_CLOSE)])
-        stream.write(b"\n  " + head[cut:] if self.events else head[cut:])
-        stream.write(b"\n")
+        write(self, stream)
 
     def to_frame(self) -> pandas.DataFrame:
-        """One row per event, sizes in bytes, times as datetimes: for notebooks and dashboards.
+        """One row per event, sizes in bytes, times as datetimes (outputs/frame.py); pandas
+        is imported here, not with oomlens."""
+        from .outputs.frame import frame
 
-        The columns and their dtypes are the same for every diagnosis (FRAME_COLUMNS), even
-        an empty one, so code written against one run works on the next. pandas is
-        imported here, not with oomlens."""
-        import pandas as pd
-
-        role = {}
-        for incident in self.incidents:
-            role[id(incident.root)] = (incident.id, "root")
-            role.update((id(e), (incident.id, "cascade")) for e in incident.cascade)
-        rows: dict[str, list[Any]] = {name: [] for name in FRAME_COLUMNS}
-        for event in self.events:
-            incident_id, place = role.get(id(event), (None, None))
-            values = {
-                "id": event.id, "kind": event.kind, "time": event.time, "time_inferred": event.time_inferred,
-                "time_latest": event.time_latest,
-                "node": event.node, "pid": event.pid, "actor": event.actor, "method": event.method,
-                "rank": event.rank, "gpu": event.gpu, "component": event.component, "memory": event.memory,
-                "incident": incident_id, "incident_role": place,
-                "path": event.source.path, "line": event.source.line, "end_line": event.source.end_line,
-                "label": event.fields.get("label"),
-            }
-            for name in FRAME_COLUMNS:
-                rows[name].append(values[name] if name in values else event.fields.get(name))
-        columns = {}
-        for name, dtype in FRAME_COLUMNS.items():
-            if dtype == "datetime64[ns]":
-                columns[name] = pd.to_datetime(pd.Series(rows[name], dtype="object"), format="ISO8601").astype(dtype)
-            elif dtype == "category":
-                columns[name] = pd.Series(rows[name], dtype=pd.CategoricalDtype(CATEGORIES[name]))
-            else:
-                columns[name] = pd.Series(rows[name], dtype=dtype)
-        return pd.DataFrame(columns)
+        return frame(self)
 
     def to_markdown(self) -> str:
         """The summary to paste into a GitHub issue (what `parse --format markdown` prints)."""
@@ -163,49 +104,6 @@ class Diagnosis:
         return target
 
 
-# to_frame() columns and dtypes; every `*_bytes` column is a size field of the contract
-FRAME_COLUMNS: dict[str, str] = {
-    "id": "string",
-    "kind": "category",
-    "time": "datetime64[ns]",
-    "time_inferred": "bool",
-    "time_latest": "datetime64[ns]",
-    "node": "string",
-    "pid": "Int64",
-    "actor": "string",
-    "method": "string",
-    "rank": "Int64",
-    "gpu": "Int64",
-    "component": "category",
-    "memory": "category",
-    "incident": "string",
-    "incident_role": "category",
-    "path": "string",
-    "line": "Int64",
-    "end_line": "Int64",
-    "label": "string",
-    "node_used_bytes": "Int64",
-    "node_total_bytes": "Int64",
-    "usage_fraction": "Float64",
-    "threshold": "Float64",
-    "requested_bytes": "Int64",
-    "total_bytes": "Int64",
-    "free_bytes": "Int64",
-    "allocated_bytes": "Int64",
-    "reserved_bytes": "Int64",
-    "process_bytes": "Int64",
-    "used_bytes": "Int64",
-    "anon_rss_bytes": "Int64",
-    "total_vm_bytes": "Int64",
-}
-CATEGORIES = {  # closed vocabularies of the contract, every value a category even when unused
-    "kind": KINDS,
-    "component": COMPONENTS,
-    "memory": ("host", "gpu"),
-    "incident_role": ("root", "cascade"),
-}
-
-
 def fingerprint(incident: Incident, framework: str | None) -> str:
     """Stable across runs and across pids, IPs and times: what failed, where, in what."""
     phase = re.match(r"[\w.]*", incident.phase or "").group(0).rsplit(".", 1)[-1]
@@ -213,19 +111,28 @@ def fingerprint(incident: Incident, framework: str | None) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue]) -> Diagnosis:
-    """Correlate the events, choose remedies and say the verdict."""
+def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue], kinds: Kinds | None = None) -> Diagnosis:
+    """Correlate the events, choose remedies and say the verdict.
+
+    The events given are left as they were: the clock and the correlator work on copies,
+    so a caller (`watch`, a bot) may diagnose the same events again as more arrive."""
+    kinds = kinds if kinds is not None else shipped()
+    unknown = sorted({e.kind for e in events} - set(kinds))
+    if unknown:  # a grammar made a kind no entry says the meaning of
+        raise ValueError(f"event kind(s) {', '.join(unknown)} have no entry in the kinds table (data/kinds.toml or kinds given)")
     with collector.paused():
+        events = [replace(e, fields=dict(e.fields), sources=list(e.sources), copies=list(e.copies)) for e in events]
         clocks = settle(events, clues, inputs)
-        ordered, incidents = correlate(events, clues)
+        ordered, incidents = correlate(events, clues, kinds)
         for number, event in enumerate(ordered, 1):
             event.id = f"e{number}"
         text = evidence_text(events, clues)
         framework = detect_framework(text)
         diagnosis = Diagnosis(
-            inputs, ordered, incidents, framework=framework, versions=detect_versions(text, events), clues=clues, clocks=clocks
+            inputs, ordered, incidents, framework=framework, versions=detect_versions(text, events), clues=clues, clocks=clocks, kinds=kinds
         )
         for incident in incidents:
+            incident.fingerprint = fingerprint(incident, framework)
             diagnosis.remedies[incident.id or ""] = remedies_for(incident, framework, clues, text)
         diagnosis.verdict = verdict(incidents, clues, diagnosis)
     return diagnosis
@@ -234,7 +141,7 @@ def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue]) -> Dia
 def verdict(incidents: list[Incident], clues: list[Clue], diagnosis: Diagnosis) -> dict[str, Any] | None:
     """The answer for the user: the first memory incident, else the first incident, else
     an out-of-memory error named in a traceback whose kind the logs do not show."""
-    chosen = next((i for i in incidents if i.root.kind in ("ray_oom_kill", "cuda_oom", "kernel_oom", "vllm_memory_error", "ray_oom_summary")), None)
+    chosen = next((i for i in incidents if i.root.kind in diagnosis.kinds.memory_failures), None)
     chosen = chosen or (incidents[0] if incidents else None)
     if chosen is None:
         return _named_oom(clues)
@@ -247,7 +154,7 @@ def verdict(incidents: list[Incident], clues: list[Clue], diagnosis: Diagnosis) 
         "incident": chosen.id,
         "framework": diagnosis.framework,
         "versions": diagnosis.versions,
-        "summary": summary(chosen),
+        "summary": summary(chosen, diagnosis.kinds),
     }
 
 
@@ -268,39 +175,15 @@ def _named_oom(clues: list[Clue]) -> dict[str, Any] | None:
     return None
 
 
-def _gib(n: int | None) -> str:
-    return "?" if n is None else f"{n / 1024**3:.2f}"
-
-
-def summary(incident: Incident) -> str:
-    """One sentence a person reads first."""
-    root, f = incident.root, incident.root.fields
+def summary(incident: Incident, kinds: Kinds) -> str:
+    """One sentence a person reads first: the root's kind's `summary` (data/kinds.toml),
+    told when and where it happened as far as the logs say."""
+    root = incident.root
     at = f" at {root.time.replace('T', ' ')}" if root.time else ""
     if root.time_inferred or root.time is None:  # its line prints no time: say what is known, no more
         early, late = (t.replace("T", " ") if t else None for t in (root.time, root.time_latest))
         at = f" between {early} and {late}" if early and late else f" after {early}" if early else f" before {late}" if late else ""
-    node = f" on node {root.node}" if root.node else ""
-    if root.kind == "ray_oom_kill":
-        usage = f"{_gib(f.get('node_used_bytes'))}/{_gib(f.get('node_total_bytes'))} GiB" if f.get("node_used_bytes") else "usage not shown"
-        threshold = f", threshold {f['threshold']}" if f.get("threshold") is not None else ""
-        return f"host memory OOM{node}{at} (Ray memory monitor, {usage}{threshold})"
-    if root.kind == "ray_oom_summary":
-        return f"host memory OOM{node}{at}: raylet reports {f.get('killed')} worker(s) killed by its memory monitor"
-    if root.kind == "cuda_oom":
-        return (
-            f"GPU memory OOM on GPU {'?' if f.get('gpu') is None else f['gpu']}{node}{at} (CUDA out of memory: tried to allocate "
-            f"{_gib(f.get('requested_bytes'))} GiB, {_gib(f.get('free_bytes'))} GiB free of {_gib(f.get('total_bytes'))} GiB)"
-        )
-    if root.kind == "kernel_oom":
-        return f"host memory OOM{node}{at}: the Linux OOM killer killed pid {f.get('pid')} ({f.get('process')})"
-    if root.kind == "vllm_memory_error":
-        return f"GPU memory: vLLM could not fit its KV cache{node}{at} ({f.get('error', 'memory error')})"
-    if root.kind == "ray_worker_died":
-        who = f" {root.actor}" if root.actor else ""
-        return f"worker pid {root.pid}{who} died{at} ({f.get('exit_type') or 'exit'}); no memory failure is in these logs"
-    if root.kind == "ray_actor_unavailable":
-        return f"an actor became unavailable{at} ({f.get('reason') or f.get('error') or 'no reason given'})"
-    return (
-        f"{f.get('watchdog') or 'watchdog'} timeout on rank {root.rank if root.rank is not None else '?'}{at}"
-        f" ({f.get('op') or 'collective'} seq {f.get('seq', '?')}): a hang whose cause is not in these logs"
-    )
+    told = {"pid": root.pid, "actor": root.actor, "rank": root.rank, "gpu": root.gpu, "node": root.node, "method": root.method}
+    told.update((k, v) for k, v in root.fields.items() if k not in told or v is not None)
+    told.update(at=at, on_node=f" on node {root.node}" if root.node else "", fields=root.fields)
+    return render(kinds[root.kind].summary, told)

@@ -12,17 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = (
-    "ray_oom_kill",
-    "ray_oom_summary",
-    "ray_worker_died",
-    "ray_actor_unavailable",
-    "watchdog_timeout",
-    "gpu_memory",
-    "cuda_oom",
-    "vllm_memory_error",
-    "kernel_oom",
-)
+from .kinds import Kind, Kinds, shipped
 
 COMPONENTS = (
     "rollout",
@@ -101,8 +91,6 @@ class Event:
     stamp_nodes: tuple[str | None, str | None] | None = None  # nodes whose lines lent time and time_latest, in a file of many nodes
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown event kind {self.kind!r}")
         if not self.sources:
             self.sources = [self.source]
 
@@ -186,29 +174,6 @@ def from_rows(rows: list[tuple]) -> list[Event | Clue]:
     return found
 
 
-# Identity of one occurrence across the channels that report it (raylet.out, raylet.err,
-# the driver console, gcs_server.out, events/*.log); None: never folded.
-IDENTITY = {
-    "ray_oom_kill": ("node_id", "usage_fraction"),
-    "ray_oom_summary": ("node_id", "killed", "crashed_other", "time"),  # raylet's own stamp, on every copy
-    "ray_worker_died": ("worker_id",),
-    "ray_actor_unavailable": ("actor_id", "reason"),
-    "watchdog_timeout": ("watchdog", "rank", "seq"),  # "Timeout at NCCL work: N" names no op
-    "cuda_oom": ("gpu", "requested_bytes", "free_bytes", "total_bytes"),
-    "vllm_memory_error": ("error", "max_model_len", "needed_bytes", "available_bytes"),
-    "kernel_oom": ("pid", "uptime_s"),
-    "gpu_memory": None,
-}
-# Further identities a report may share with another report of the same occurrence when
-# the first identity is missing from one of them: the driver's ActorDiedError names the
-# dead worker's pid but not its worker id, gcs_server.out the worker id but not the pid.
-# vLLM's cumem allocator prints its failure on stderr and again as the RuntimeError: no
-# sizes, but the same allocator source line in the same process.
-ALSO_IDENTITY = {"ray_worker_died": (("pid", "exit_type"),), "cuda_oom": (("where", "pid"),)}
-# The identity of a report that carries none of its kind's identifying numbers: NCCL prints
-# `NCCL WARN Cuda failure 'out of memory'` and torch then raises DistBackendError for the same
-# failed allocation; a numberless CUDA error is one occurrence per form and process.
-NUMBERLESS = {"cuda_oom": ("torch_variant", "pid")}
 FOLD_WINDOW_S = 120  # two reports of one occurrence are never further apart than this
 
 
@@ -237,18 +202,22 @@ def name_workers(events: list[Event], paths: list[str]) -> None:
                 worker["pid"] = pids[worker["worker_id"]]
 
 
-def fold(events: list[Event]) -> list[Event]:
-    """Fold reports of the same occurrence into one event with several sources.
+def fold(events: list[Event], kinds: Kinds | None = None) -> list[Event]:
+    """Fold reports of the same occurrence into one event with several sources: a kind's
+    `identity` in data/kinds.toml says which reports are one occurrence.
 
     A report cut before the numbers that identify it (a paste, a log line that ends the
     message early) joins the nearest full report of its kind on the same node."""
-    kept = _fold_identical(events)
-    while len(again := _fold_identical(kept)) < len(kept):  # a report that joined brought an identity an earlier report had
+    kinds = kinds if kinds is not None else shipped()
+    folded = {name for name, kind in kinds.items() if kind.folded}  # others are never folded
+    kept = _fold_identical(events, kinds, folded)
+    while len(again := _fold_identical(kept, kinds, folded)) < len(kept):  # a report that joined brought an identity an earlier report had
         kept = again
-    full = [e for e in kept if e.kind in FOLDED and _identity(e) is not None]
+    full = [e for e in kept if e.kind in folded and _identity(e, kinds[e.kind]) is not None]
     result = []
     for event in kept:
-        home = _nearest(event, full) if event.kind in PARTIAL and _identity(event) is None else None
+        partial = event.kind in folded and kinds[event.kind].partial
+        home = _nearest(event, full) if partial and _identity(event, kinds[event.kind]) is None else None
         if home is None:
             result.append(event)
         else:
@@ -256,32 +225,29 @@ def fold(events: list[Event]) -> list[Event]:
     return _fold_wrapped(result)
 
 
-WRAPPED = "wrapped"  # the reason of a death told only by the header of a caller's RayTaskError
+WRAPPED = "wrapped"  # the reason of a failure told only by the header of a caller's RayTaskError
 
 
 def _fold_wrapped(events: list[Event]) -> list[Event]:
     """A RayTaskError(ActorDiedError) header only says that an actor died: the death's own
     report in the same file (the ActorDiedError below it, the raylet's line) tells which, and
     takes the header as one more source. A header alone stays the evidence there is."""
-    told: dict[str, Event] = {}
+    told: dict[tuple[str, str], Event] = {}
     for event in events:
-        if event.kind == "ray_worker_died" and event.fields.get("reason") != WRAPPED:
-            told.setdefault(event.source.path, event)
+        if event.fields.get("reason") != WRAPPED:
+            told.setdefault((event.source.path, event.kind), event)
     result = []
     for event in events:
-        wrapped = event.kind == "ray_worker_died" and event.fields.get("reason") == WRAPPED
-        home = told.get(event.source.path) if wrapped else None
+        wrapped = event.fields.get("reason") == WRAPPED
+        home = told.get((event.source.path, event.kind)) if wrapped else None
         if home is None:
             result.append(event)
             if wrapped:  # the callers' headers of one file, each a view of the same death
-                told[event.source.path] = event
+                told[event.source.path, event.kind] = event
         else:
             home.sources.extend(src for src in event.sources if src not in home.sources)
     return result
 
-
-PARTIAL = {"ray_oom_kill"}
-FOLDED = {kind for kind, names in IDENTITY.items() if names is not None or kind in ALSO_IDENTITY}  # others are never folded
 
 
 def _nearest(event: Event, full: list[Event]) -> Event | None:
@@ -298,38 +264,39 @@ def _nearest(event: Event, full: list[Event]) -> Event | None:
     return best
 
 
-def _fold_identical(events: list[Event]) -> list[Event]:
+def _fold_identical(events: list[Event], kinds: Kinds, folded: set[str]) -> list[Event]:
     kept: list[Event] = []
     index: dict[tuple, list[Event]] = {}
     for event in events:
-        if event.kind not in FOLDED:  # a memory sample: tens of thousands of them, none folded
+        if event.kind not in folded:  # a memory sample: tens of thousands of them, none folded
             kept.append(event)
             continue
-        home = next((o for key in _identities(event) for o in index.get(key, ()) if _close_in_time(event, o)), None)
+        kind = kinds[event.kind]
+        home = next((o for key in _identities(event, kind) for o in index.get(key, ()) if _close_in_time(event, o)), None)
         if home is None:
             kept.append(event)
             home = event
         else:
             _absorb(home, event)
-        for key in _identities(home):  # a report that joined may have brought another identity
+        for key in _identities(home, kind):  # a report that joined may have brought another identity
             bucket = index.setdefault(key, [])
             if not any(other is home for other in bucket):
                 bucket.append(home)
     return kept
 
 
-def _identities(event: Event) -> list[tuple]:
+def _identities(event: Event, kind: Kind) -> list[tuple]:
     """Every key under which this report meets other reports of its occurrence."""
-    key = _identity(event)
+    key = _identity(event, kind)
     keys = [key] if key is not None else []
-    for names in ALSO_IDENTITY.get(event.kind, ()):
+    for names in kind.also_identity:
         values = _values(event, names)
         if values[0] is not None:
             keys.append((event.kind, *names, *values))
-    if key is None and event.kind in NUMBERLESS:
-        values = _values(event, NUMBERLESS[event.kind])
+    if key is None and kind.numberless is not None:
+        values = _values(event, kind.numberless)
         if None not in values:  # without a pid, two numberless reports may be two processes
-            keys.append((event.kind, *NUMBERLESS[event.kind], *values))
+            keys.append((event.kind, *kind.numberless, *values))
     return keys
 
 
@@ -337,12 +304,12 @@ def _values(event: Event, names: tuple[str, ...]) -> tuple:
     return tuple(event.fields.get(n, getattr(event, n, None)) for n in names)
 
 
-def _identity(event: Event) -> tuple | None:
-    names = IDENTITY[event.kind]
+def _identity(event: Event, kind: Kind) -> tuple | None:
+    names = kind.identity
     if names is None:
         return None
     values = _values(event, names)
-    if all(v is None for v in values) or (event.kind in PARTIAL and None in values):
+    if all(v is None for v in values) or (kind.partial and None in values):
         return None
     return (event.kind, *values)
 

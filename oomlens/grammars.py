@@ -77,6 +77,12 @@ class Family:
     shapes: dict[str, tuple[Any, bool]] | None = None  # the shape cache, for families that opt in
     reduce: re.Pattern[str] | None = None  # a line's start that makes it read as its kept parts
     keep: re.Pattern[str] | None = None
+    transformer_class: type[Transformer] | None = None  # given with the grammar; else oomlens.families.<name>
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """To a worker process by its grammar file and Transformer (read once per process
+        there), not its compiled parser and shape cache."""
+        return (family, (self.path, self.transformer_class))
 
     @functools.cached_property
     def trigger_text(self) -> re.Pattern[str]:
@@ -89,8 +95,8 @@ class Family:
 
     @functools.cached_property
     def transformer(self) -> Transformer:
-        module = importlib.import_module(f"oomlens.families.{self.name}")
-        return module.Transformer(visit_tokens=False)  # rules only: no family transforms a token alone
+        cls = self.transformer_class or importlib.import_module(f"oomlens.families.{self.name}").Transformer
+        return cls(visit_tokens=False)  # rules only: no family transforms a token alone
 
     def parse(self, text: str) -> tuple[list[dict[str, Any]], bool]:
         """Parse one block into event drafts; the flag is False when only a prefix parsed."""
@@ -232,8 +238,9 @@ def grammar_dir() -> Path:
     raise FileNotFoundError("oomlens grammars not found (neither in the package nor beside it)")
 
 
-def read_family(path: Path) -> Family:
-    """Read a family's directives and samples from its grammar file."""
+def read_family(path: Path, transformer: type[Transformer] | None = None) -> Family:
+    """Read a family's directives and samples from its grammar file; its Transformer is
+    `transformer`, or else `oomlens.families.<name of the file>.Transformer`."""
     triggers: list[str] = []
     starts: list[str] = []
     continues: list[str] = []
@@ -298,7 +305,14 @@ def read_family(path: Path) -> Family:
         shapes={} if shapes else None,
         reduce=reduce if keep is not None else None,
         keep=keep,
+        transformer_class=transformer,
     )
+
+
+@functools.cache
+def family(path: Path, transformer: type[Transformer] | None = None) -> Family:
+    """A family added beside the shipped ones (oomlens.registry), read once per process."""
+    return read_family(path, transformer)
 
 
 @functools.cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import io
+import itertools
 import os
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -11,8 +12,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import collector
 from .events import Clue, Event, Source, fold, from_rows, name_workers, to_rows
+from .grammars import Family, families
 from .layout import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
-from .reduce import BUCKETS, READING, Reduction, reduce_found, restore
+from .registry import Registry
+from .reduce import BUCKETS, READING, Reduction, reduce_found, restore, restored
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
 from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, reopen
 from .times import YEAR, Stamp, first_stamp
@@ -24,22 +27,20 @@ WORKER_GC_THRESHOLD = 20_000  # new objects between two young collections in a w
 RANGE_MIN = 32 << 20  # a file this big or bigger is read by several processes, a byte range each
 
 
-def read_input(item: Input, reduction: Reduction | None = None) -> list[Event | Clue]:
+def read_input(item: Input, reduction: Reduction | None = None, fams: tuple[Family, ...] | None = None) -> list[Event | Clue]:
     """Scan one input; whatever goes wrong while reading becomes a problem of that input.
     Its memory readings are reduced by `reduction` while it is read (reduce.py), if given.
 
     Even an error of oomlens itself costs only the rest of this input, never the others."""
     events: list[Event | Clue | None] = []
     try:
-        _read(item, events, reduction)
+        _read(item, events, reduction, fams)
     except Exception as err:  # noqa: BLE001 - reported as a problem, the other inputs still read
         item.problems.append(f"oomlens failed on this input, rest not read (please report): {type(err).__name__}: {err}")
-    if reduction is not None:
-        restore([events], reduction)
-    return events  # type: ignore[return-value]
+    return restored(events, reduction)
 
 
-def _read(item: Input, events: list, reduction: Reduction | None = None) -> None:
+def _read(item: Input, events: list, reduction: Reduction | None = None, fams: tuple[Family, ...] | None = None) -> None:
     """Scan `item` into `events` (a reading handed to `reduction` leaves None in its place);
     an error of oomlens itself propagates."""
     if item.opener is None:
@@ -49,7 +50,7 @@ def _read(item: Input, events: list, reduction: Reduction | None = None) -> None
     except OSError as err:
         item.problems.append(f"cannot open ({err.strerror or err}): nothing read")
         return
-    scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node), layout=layout)
+    scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node), fams, layout=layout)
     try:
         for event in scanner.events(stream):
             events.append(event if reduction is None else reduction.take(event, (0, len(events))))
@@ -72,14 +73,21 @@ def number(events: list[Event]) -> list[Event]:
 
 
 def analyze(
-    *paths: str, jobs: int | None = None, progress: Callable[[Input], None] | None = None, budget: int | None = BUCKETS
+    *paths: str,
+    jobs: int | None = None,
+    progress: Callable[[Input], None] | None = None,
+    budget: int | None = BUCKETS,
+    registry: Registry | None = None,
 ) -> Diagnosis:
     """Read every input under `paths` and diagnose what they show.
 
     Files on disk are scanned by `jobs` processes (default: one per core); archive members
     and pipes stream through this process. Results are merged in input order, so the
     diagnosis is the same whatever `jobs` is. Memory readings are kept within `budget`
-    buckets (reduce.py); None keeps every one."""
+    buckets (reduce.py); None keeps every one. `registry`: the families read and what their
+    kinds mean (registry.py; default: the shipped ones)."""
+    registry = registry or Registry.shipped()
+    fams, added = registry.families, registry.added
     jobs = jobs or os.cpu_count() or 1
     read: list[tuple[Input, Any]] = []
     waiting: list[int] = []  # files found but not yet handed to the pool (their place in `read`)
@@ -92,13 +100,13 @@ def analyze(
                     read.append((item, None))
                     continue
                 if pool is not None:  # keep the pool busy while this process reads a stream
-                    _hand_out(pool, read, waiting, progress, jobs, budget)
+                    _hand_out(pool, read, waiting, progress, jobs, budget, added)
                 reduction = _reduction(budget)
-                read.append((item, _reduced(read_input(item, reduction), reduction)))
+                read.append((item, _reduced(read_input(item, reduction, fams), reduction)))
                 if progress:
                     progress(item)
             if pool is not None:
-                _hand_out(pool, read, waiting, progress, jobs, budget)
+                _hand_out(pool, read, waiting, progress, jobs, budget, added)
             from .diagnosis import diagnose  # while the pool reads: the processes it forked need none of it
 
             kept = _reduction(budget)
@@ -123,13 +131,22 @@ def analyze(
             for event in found:
                 if event.node is None:  # an archive member may learn its node after it was read
                     event.node = item.node
-                (clues if isinstance(event, Clue) else events).append(event)
+                if isinstance(event, Clue):
+                    clues.append(event)
+                else:
+                    events.append(event)
         name_workers(events, [item.path for item, _ in results])
-        return diagnose([item for item, _ in results], fold(events), clues)
+        return diagnose([item for item, _ in results], fold(events, registry.kinds), clues, registry.kinds)
 
 
 def _hand_out(
-    pool: ProcessPoolExecutor, read: list, waiting: list[int], progress: Callable[[Input], None] | None, jobs: int, budget: int | None
+    pool: ProcessPoolExecutor,
+    read: list,
+    waiting: list[int],
+    progress: Callable[[Input], None] | None,
+    jobs: int,
+    budget: int | None,
+    added: tuple[Family, ...],
 ) -> None:
     """Submit the waiting files, the biggest first: a big file started last would leave the
     other processes idle while it alone is read. A file too big for one process is read
@@ -138,12 +155,16 @@ def _hand_out(
         item = read[index][0]
         spans = _ranges(item, jobs)
         if spans is None:
-            future: Future | list[Future] = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node, budget)
+            future: Future | list[Future] = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node, budget, added)
         else:
-            future = [pool.submit(_read_range, item.file, item.role, item.pid, item.node, span, spans[1], budget) for span in spans[0]]
+            future = [pool.submit(_read_range, item.file, item.role, item.pid, item.node, span, spans[1], budget, added) for span in spans[0]]
         if progress:
             last = future if isinstance(future, Future) else future[-1]
-            last.add_done_callback(lambda _f, it=item: progress(it))
+
+            def done(_: Future, it: Input = item) -> None:
+                progress(it)
+
+            last.add_done_callback(done)
         read[index] = (item, future)
     waiting.clear()
 
@@ -173,7 +194,7 @@ def _ranges(item: Input, jobs: int) -> tuple[list[tuple[int, int, int, int]], in
             if len(cuts) < 3:
                 return None
             spans = []
-            for own_lo, own_hi in zip(cuts, cuts[1:]):
+            for own_lo, own_hi in itertools.pairwise(cuts):
                 lo = 0 if own_lo == 0 else _line_after(fh, max(0, own_lo - MAX_BLOCK))
                 hi = size if own_hi == size else _line_after(fh, min(size, own_hi + MAX_BLOCK))
                 spans.append((lo, own_lo, own_hi, hi))
@@ -198,7 +219,14 @@ def _line_after(fh: BinaryIO, at: int) -> int:
 
 
 def _read_range(
-    file: str, role: str, pid: int | None, node: str | None, span: tuple[int, int, int, int], year: int | None, budget: int | None
+    file: str,
+    role: str,
+    pid: int | None,
+    node: str | None,
+    span: tuple[int, int, int, int],
+    year: int | None,
+    budget: int | None,
+    added: tuple[Family, ...] = (),
 ) -> tuple:
     """In a worker process: scan one byte range of a big file (see _ranges). Returns the
     events as rows numbered as the whole file's lines, its readings reduced as the whole
@@ -206,7 +234,7 @@ def _read_range(
     own part prints (for events of the range before it that had no time after them)."""
     lo, own_lo, own_hi, hi = span
     ctx = FileContext(file, role, pid, node, year)
-    scanner = Scanner(ctx)
+    scanner = Scanner(ctx, (*families(), *added) if added else None)
     reduction = _reduction(budget)
     found: list[Event | Clue | None] = []
     with open(file, "rb") as fh:
@@ -221,10 +249,9 @@ def _read_range(
                 x.sources = [x.source]
             # numbered before it is taken: a reading that prints no time is placed by its line
             found.append(x if reduction is None else reduction.take(x, (0, len(found))))
-    if reduction is not None:
-        restore([found], reduction)
-    opened = [i for i, x in enumerate(found) if isinstance(x, Event) and is_open(x)]
-    return to_rows(found), own, (scanner.problems, scanner.counts()), (first, first_node), opened, ctx.year, _reduced(found, reduction)[1]
+    kept = restored(found, reduction)
+    opened = [i for i, x in enumerate(kept) if isinstance(x, Event) and is_open(x)]
+    return to_rows(kept), own, (scanner.problems, scanner.counts()), (first, first_node), opened, ctx.year, _reduced(kept, reduction)[1]
 
 
 READ_STEP = 4 << 20  # bytes read at a time where a range's lines are counted or its first time looked for
@@ -283,12 +310,12 @@ def _worker_started() -> None:
     gc.enable()
 
 
-def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None, budget: int | None) -> tuple:
+def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None, budget: int | None, added: tuple[Family, ...] = ()) -> tuple:
     """In a worker process: scan one file, return what the parent needs of its Input (the
     events as rows of plain values, events.to_rows) and of its readings' reduction."""
     item = reopen(Input(file, role, pid, node, file=file))
     reduction = _reduction(budget)
-    found, reduced = _reduced(read_input(item, reduction), reduction)
+    found, reduced = _reduced(read_input(item, reduction, (*families(), *added) if added else None), reduction)
     return to_rows(found), item.bytes, item.lines, item.problems, reduced
 
 
@@ -322,6 +349,7 @@ def _collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Cl
     """One file's events from its ranges, as a scan of the whole file gives them: an event
     with no time after it in its range ends its interval at the first time a later range
     prints; the ranges' readings are reduced together."""
+    assert item.file is not None  # only a file on disk is read in ranges (see _ranges)
     found: list[Event | Clue] = []
     lines = 0
     pending: list[Event] = []  # open events of earlier ranges
@@ -356,14 +384,15 @@ def _ends_with_break(path: str) -> bool:
         return fh.read(1) == b"\n"
 
 
-def parse_text(text: str, name: str = "<text>") -> list[Event]:
+def parse_text(text: str, name: str = "<text>", registry: Registry | None = None) -> list[Event]:
     """Events in a snippet pasted into an issue or a chat: whole lines, even without the last
     line break a file would have (a file that lacks it was cut while written or copied)."""
+    registry = registry or Registry.shipped()
     text = text if text.endswith("\n") else text + "\n"
     item = Input(name, "other", opener=lambda: io.BytesIO(text.encode("utf-8", "surrogateescape")))
     found: list[Event | Clue] = []
-    _read(item, found)
-    events = fold([e for e in found if isinstance(e, Event)])
+    _read(item, found, None, registry.families)
+    events = fold([e for e in found if isinstance(e, Event)], registry.kinds)
     from .clock import settle
 
     settle(events, [c for c in found if isinstance(c, Clue)], [item])  # times as a diagnosis shows them

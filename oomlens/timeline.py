@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .events import Event
+from .kinds import Kinds
+from .text import gib
 
 GROWTH_STEPS = 3  # a rise must hold over at least this many samples
 GROWTH_MIN = 0.05  # and add at least this fraction of the last value
@@ -49,45 +51,47 @@ class Sample:
         return asdict(self)
 
 
-def samples(events: list[Event]) -> list[Sample]:
-    """Every memory reading the events carry, in event order.
+def samples(events: list[Event], kinds: Kinds) -> list[Sample]:
+    """Every memory reading the events carry, in event order: what each kind adds is named
+    by its `readings` in data/kinds.toml (READERS).
 
     A worker's memory line reaches both its own worker-*.out and the driver console; of
     the files that carry the same process's line, the one with most copies is kept."""
-    return [Sample(*reading) for reading in readings(events)]
+    return [Sample(*reading) for reading in readings(events, kinds)]
 
 
 Reading = tuple  # a Sample's fields in their order, as a plain tuple
 
 
-def readings(events: list[Event]) -> list[Reading]:
+def readings(events: list[Event], kinds: Kinds) -> list[Reading]:
     """What samples() returns, as plain tuples: cheaper to make, and the garbage collector
     stops walking a tuple of plain values, where it walks an object again and again (a long
     run has tens of thousands of readings)."""
     out: list[Reading] = []
-    for event in _one_copy(events):
-        reader = READERS.get(event.kind)
+    readers = {name: READERS[kind.readings] for name, kind in kinds.items() if kind.readings is not None}
+    for event in _one_copy(events, kinds.memory_lines):
+        reader = readers.get(event.kind)
         if reader is not None:
             reader(event, out)
     # a console's copy of a worker's line may not name its node where the worker's own file does
-    node_of = {e.pid: e.node for e in events if e.kind == "gpu_memory" and e.pid is not None and e.node is not None}
+    node_of = {e.pid: e.node for e in events if e.kind in kinds.memory_lines and e.pid is not None and e.node is not None}
     if node_of and any(r[1] is None and r[2] in node_of for r in out):
         out = [(r[0], node_of[r[2]], *r[2:]) if r[1] is None and r[2] in node_of else r for r in out]
     return out
 
 
-def _one_copy(events: list[Event]) -> list[Event]:
+def _one_copy(events: list[Event], memory_lines: frozenset[str]) -> list[Event]:
     """`events` minus the copies of a memory line that another file carries with a time, or
     more often. Most lines are in one file only: copies are counted only for lines in two,
     and only looked for when some process has memory lines in two files (a line's process
     is part of what identifies it)."""
     files_of: dict[int | None, set[str]] = {}
     for event in events:
-        if event.kind == "gpu_memory":
+        if event.kind in memory_lines:
             files_of.setdefault(event.pid, set()).add(event.source.path)
     if all(len(paths) == 1 for paths in files_of.values()):
         return events
-    lines = [(_line_of(event), event.source.path) for event in events if event.kind == "gpu_memory"]
+    lines = [(_line_of(event), event.source.path) for event in events if event.kind in memory_lines]
     first_file: dict[tuple, str] = {}
     shared = {line for line, path in lines if first_file.setdefault(line, path) != path}
     if not shared:
@@ -95,16 +99,16 @@ def _one_copy(events: list[Event]) -> list[Event]:
     # line -> (copies with a time, copies, path) of the file that keeps it: a worker's .out
     # may print no time at all where the driver console's copy lies between two stamps
     keep: dict[tuple, tuple[int, int, str]] = {}
-    timed = Counter((_line_of(e), e.source.path) for e in events if e.kind == "gpu_memory" and (e.time or e.time_latest))
+    timed = Counter((_line_of(e), e.source.path) for e in events if e.kind in memory_lines and (e.time or e.time_latest))
     for (line, path), count in Counter(pair for pair in lines if pair[0] in shared).items():
         rank = (timed[line, path], count, path)
         if line not in keep or rank > keep[line]:
             keep[line] = rank
     kept: list[Event] = []
-    memory_lines = iter(lines)
+    in_order = iter(lines)
     for event in events:
-        if event.kind == "gpu_memory":
-            line, path = next(memory_lines)
+        if event.kind in memory_lines:
+            line, path = next(in_order)
             if line in keep and keep[line][2] != path:
                 continue
         kept.append(event)
@@ -189,10 +193,10 @@ def _kernel_oom(event: Event, out: list[Reading]) -> None:
     _add(out, event, "host", "anon_rss", f.get("anon_rss_bytes"), pid=f.get("pid"), process=f.get("process"), label="kernel OOM")
 
 
-# A reader adds an event's readings to a list.
+# A reader adds an event's readings to a list; a kind names its reader (`readings` in data/kinds.toml).
 READERS: dict[str, Callable[[Event, list[Reading]], None]] = {
     "gpu_memory": _gpu_memory,
-    "ray_oom_kill": _ray_kill,
+    "ray_kill": _ray_kill,
     "cuda_oom": _cuda_oom,
     "kernel_oom": _kernel_oom,
 }
@@ -217,15 +221,15 @@ class Trends:
     moment): the used and allocated sizes of one process and label. The lines are grouped
     and timed once; each incident then only cuts the series at its own time."""
 
-    def __init__(self, events: list[Event]) -> None:
+    def __init__(self, events: list[Event], kinds: Kinds) -> None:
         # (seconds, used, allocated, total, label) of each memory line, in event order
         self.lines: list[tuple[float | None, int | None, int | None, int | None, str | None]] = []
         self.by_source: dict[tuple, list[int]] = {}  # (memory, node, pid, rank, label) -> positions of its lines
         self.seen: dict[tuple[str, float | None], tuple[str | None, str | None]] = {}
         lines, by_source = self.lines, self.by_source
         last_time, t = None, None
-        for event in _one_copy(events):
-            if event.kind != "gpu_memory":
+        for event in _one_copy(events, kinds.memory_lines):
+            if event.kind not in kinds.memory_lines:
                 continue
             if event.time is not last_time:  # a run of lines of one second shares its time
                 last_time, t = event.time, epoch(event.time) if event.time else None
@@ -267,7 +271,7 @@ class Trends:
                 continue
             rise = values[-1] - values[0]
             if max(b - a for a, b in itertools.pairwise(values)) <= GROWTH_SHARE * rise and rise > GROWTH_MIN * values[-1]:
-                return "growth", f"{label or metric} rose at every reading: {' -> '.join(_gib(v) for v in values[-6:])}"
+                return "growth", f"{label or metric} rose at every reading: {' -> '.join(gib(v) for v in values[-6:])}"
         by_process: dict[tuple, tuple[int, list[int]]] = {}
         for (node, pid, rank, _, metric), column, positions in series:
             by_process.setdefault((node, pid, rank, metric), (column, []))[1].extend(positions)
@@ -278,9 +282,5 @@ class Trends:
                 total = total_b or total_a
                 if total and lines[b][column] - lines[a][column] > JUMP_MIN * total:
                     phase = before.replace("Before ", "", 1) if (before or "").startswith("Before") else after
-                    return "jump", f"{phase or metric}: {_gib(lines[a][column])} -> {_gib(lines[b][column])} of {_gib(total)} in one step"
+                    return "jump", f"{phase or metric}: {gib(lines[a][column])} -> {gib(lines[b][column])} of {gib(total)} in one step"
         return None, None
-
-
-def _gib(n: int) -> str:
-    return f"{n / 1024**3:.2f} GiB"

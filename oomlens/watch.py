@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .diagnosis import CONTRACT_VERSION, diagnose
+from .outputs.json import incident as contract_incident
 from .events import Clue, Event, Source, fold
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
 from .sources import ARCHIVE_NAMES, SNIFF, files_under, is_binary, node_in, role_of
@@ -246,7 +247,7 @@ class Watcher:
 
     def _correlate(self) -> list[dict[str, Any]]:
         ordered = sorted([*self.events.items(), *self.samples.items()], key=lambda item: item[0][:2])
-        # the correlator writes into events (times, components, folded sources): give it copies
+        # fold merges later reports into the first one seen (sources, facts): give it copies, these are kept for the next round
         events = [dataclasses.replace(e, fields=dict(e.fields), sources=list(e.sources)) for _, e in ordered]
         clues = [c for _, c in sorted(self.clues.items(), key=lambda item: item[0][:2])]
         diagnosis = diagnose([], fold(events), clues)
@@ -254,7 +255,7 @@ class Watcher:
         for incident in diagnosis.incidents:
             root = frozenset(self._uid(s) for s in incident.root.sources)
             cascade = frozenset(self._uid(s) for e in incident.cascade for s in e.sources)
-            shown = diagnosis.incident_dict(incident)
+            shown = contract_incident(diagnosis, incident)
             reading = tuple(shown[k] for k in ("fingerprint", "component", "memory", "confidence", "phase", "culprit"))
             told = next((t for t in self.told if t.root & root), None)
             if told is not None and cascade <= told.cascade and reading == told.reading:

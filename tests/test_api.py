@@ -18,7 +18,7 @@ from click.testing import CliRunner
 import oomlens
 from conftest import INCIDENTS, REAL, ROOT, SESSIONS, fixture_inputs
 from oomlens.cli import main
-from oomlens.diagnosis import FRAME_COLUMNS
+from oomlens.outputs.frame import FRAME_COLUMNS
 
 SESSION = SESSIONS / "ray2.60-b-rl-actor-oom"
 

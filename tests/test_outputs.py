@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REAL, SESSIONS, fixture_inputs
-from oomlens import analyze, diagnosis
+from oomlens import analyze
+from oomlens.outputs import json as json_output
 from oomlens.cli import main
 
 SESSION = str(SESSIONS / "ray2.60-b-rl-actor-oom")
@@ -77,7 +78,7 @@ def test_every_real_excerpt_renders_in_every_format():
 def test_json_written_in_slices_is_the_contract_dumped_whole(per_write, monkeypatch):
     """`parse --format json` writes the events a slice at a time; the bytes must be those of
     the whole document, indented, whatever the slice size and however many events."""
-    monkeypatch.setattr(diagnosis, "EVENTS_PER_WRITE", per_write)
+    monkeypatch.setattr(json_output, "EVENTS_PER_WRITE", per_write)
     for path in [p for p in fixture_inputs() if "ray2.60" in str(p)] + [REAL / "007_verl_2151.log"]:
         found = analyze(str(path))
         for events in (found.events, found.events[:3], []):

@@ -19,8 +19,7 @@ from conftest import FIXTURES, REAL, SESSIONS
 from oomlens import analyze
 from oomlens.cli import main
 from oomlens.outputs import html as report
-from oomlens.outputs.verdict import NAMES
-from oomlens.timeline import samples
+from oomlens.kinds import shipped
 
 INCIDENTS = FIXTURES / "incidents"
 
@@ -53,7 +52,7 @@ def evil_log(path: Path) -> Path:
     start = next(i for i, line in enumerate(source) if line.startswith("ray.exceptions.OutOfMemoryError"))
     end = next(i for i, line in enumerate(source) if line.startswith("Refer to the documentation"))
     block = source[start : end + 1]
-    for command, payload in zip(("ray::RewardModelRayActor.compute_reward", "ray::DashboardAgent", "ray::RuntimeEnvAgent"), PAYLOADS):
+    for command, payload in zip(("ray::RewardModelRayActor.compute_reward", "ray::DashboardAgent", "ray::RuntimeEnvAgent"), PAYLOADS, strict=True):
         block = [line.replace(command, command + payload) for line in block]  # Top-10 commands
     memory = [f"(WorkerDict pid=14523) Before {p} in sharding manager memory, memory allocated (GB): 12.81, memory reserved (GB): 45.77" for p in PAYLOADS]
     path.write_text("\n".join(memory + block) + "\n")
@@ -99,7 +98,7 @@ def rendered(request):
 
 def test_every_reading_is_plotted_once(rendered):
     name, diagnosis, page = rendered
-    readings = samples(diagnosis.events)
+    readings = diagnosis.timeline
     figures = figures_of(page)
     if not readings and not failures(diagnosis):
         assert "timeline" not in figures
@@ -108,7 +107,7 @@ def test_every_reading_is_plotted_once(rendered):
     by_time = figures["timeline"]["layout"]["xaxis"].get("type") == "date"
     by_id = {e.id: e for e in diagnosis.events}
     placeable = [s for s in readings if not by_time or by_id[s.event].time or by_id[s.event].time_latest]
-    drawn = {(x, y) for t in traces for x, y in zip(t["x"], t["y"])}
+    drawn = {(x, y) for t in traces for x, y in zip(t["x"], t["y"], strict=True)}
     place = report.Axis(diagnosis).of_sample
     assert Counter(i for t in traces for i in t["customdata"]) == Counter(s.event for s in placeable), name
     for s in placeable:  # every reading with a time (or an interval) is drawn where its time says
@@ -125,7 +124,7 @@ def test_failures_are_marked_on_the_timeline(rendered):
     timeline = figures_of(page)["timeline"]
     by_time = timeline["layout"]["xaxis"].get("type") == "date"
     placed = [e for e in failures(diagnosis) if e.time or e.time_latest or not by_time]
-    expected = {NAMES[kind]: sorted(e.id for e in placed if e.kind == kind) for kind in {e.kind for e in placed}}
+    expected = {shipped().label(kind): sorted(e.id for e in placed if e.kind == kind) for kind in {e.kind for e in placed}}
     assert {t["name"]: sorted(t["customdata"]) for t in event_traces(timeline)} == expected, name
     roots = [i.root for i in diagnosis.incidents if i.root.time or i.root.time_latest or not by_time]
     assert len(timeline["layout"].get("shapes", [])) == len(roots)
@@ -167,7 +166,7 @@ def test_top_memory_users_at_each_kill(rendered):
         assert bars["customdata"] == [row["pid"] for row in kill.fields["top"]]
         assert bars["x"] == [round(row["bytes"] / 1024**3, 4) for row in kill.fields["top"]]
         incident = next(i for i in diagnosis.incidents if i.root is kill or kill in i.cascade)
-        red = [pid for pid, colour in zip(bars["customdata"], bars["marker"]["color"]) if colour == "#d62728"]
+        red = [pid for pid, colour in zip(bars["customdata"], bars["marker"]["color"], strict=True) if colour == "#d62728"]
         blamed = incident.culprit["pid"] if incident.culprit else None
         assert red == ([blamed] if blamed in bars["customdata"] else []), name
 
@@ -176,7 +175,7 @@ def test_multi_node_cascade_shows_both_nodes():
     diagnosis = analyze(str(FIXTURE_INPUTS["cascade-kernel-oom-multinode"]))
     page = report.render(diagnosis)
     names = " ".join(t["name"] for t in memory_traces(figures_of(page)["timeline"]))
-    nodes = {s.node for s in samples(diagnosis.events) if s.node}
+    nodes = {s.node for s in diagnosis.timeline if s.node}
     assert len(nodes) >= 2 and all(node in names for node in nodes)
     incident = diagnosis.incidents[0]
     cascade_nodes = {e.node for e in incident.cascade if e.node}
@@ -228,7 +227,7 @@ def test_long_series_are_cut_to_max_points(tmp_path):
     lines = 3 * report.MAX_POINTS
     diagnosis = analyze(str(big_log(tmp_path / "big.log", lines)), all_readings=True)  # the page cuts them, not the reduction
     traces = memory_traces(figures_of(report.render(diagnosis))["timeline"])
-    readings = samples(diagnosis.events)
+    readings = diagnosis.timeline
     assert len(traces) == len({s.metric for s in readings})
     for trace in traces:
         metric = trace["name"].split(" · ")[0].split()[-1]

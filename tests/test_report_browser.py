@@ -18,8 +18,7 @@ import pytest
 from conftest import ROOT
 from oomlens import analyze
 from oomlens.outputs import html as report
-from oomlens.outputs.verdict import NAMES
-from oomlens.timeline import samples
+from oomlens.kinds import shipped
 from test_report import FIXTURE_INPUTS, big_log, evil_log
 
 CHROMIUM = "/usr/bin/chromium"
@@ -141,11 +140,11 @@ def test_plot_holds_every_reading_and_failure(opened, reports, name):
     memory = [t for t in traces if t["group"] in ("host", "gpu")]
     by_id = {e.id: e for e in diagnosis.events}
     by_time = opened[name].page.evaluate("document.getElementById('timeline').layout.xaxis.type") == "date"
-    placeable = [s for s in samples(diagnosis.events) if not by_time or by_id[s.event].time or by_id[s.event].time_latest]
+    placeable = [s for s in diagnosis.timeline if not by_time or by_id[s.event].time or by_id[s.event].time_latest]
     assert Counter(i for t in memory for i in t["ids"]) == Counter(s.event for s in placeable)
     failures = [e for e in diagnosis.events if e.kind != "gpu_memory"]
     marked = {t["name"]: t["n"] for t in traces if t["group"] == "events"}
-    assert marked == dict(Counter(NAMES[e.kind] for e in failures if e.time or e.time_latest or not by_time))
+    assert marked == dict(Counter(shipped().label(e.kind) for e in failures if e.time or e.time_latest or not by_time))
     drawn = opened[name].page.evaluate("document.querySelectorAll('#timeline .scatterlayer .trace').length")
     assert drawn == len(traces)
 
@@ -153,7 +152,7 @@ def test_plot_holds_every_reading_and_failure(opened, reports, name):
 def test_series_names_and_counts_per_process(opened, reports):
     diagnosis, _ = reports["ray2.60-b-rl-actor-oom"]
     traces = {t["name"]: t["n"] for t in opened["ray2.60-b-rl-actor-oom"].traces("timeline")}
-    readings = samples(diagnosis.events)
+    readings = diagnosis.timeline
     for metric in ("allocated", "reserved"):
         of_worker = [s for s in readings if s.memory == "gpu" and s.metric == metric]
         pid = of_worker[0].pid
@@ -167,7 +166,7 @@ def test_series_names_and_counts_per_process(opened, reports):
 def test_multi_node_series(opened, reports):
     diagnosis, _ = reports["cascade-kernel-oom-multinode"]
     names = [t["name"] for t in opened["cascade-kernel-oom-multinode"].traces("timeline")]
-    for node in {s.node for s in samples(diagnosis.events) if s.node}:
+    for node in {s.node for s in diagnosis.timeline if s.node}:
         assert any(name.endswith(f"· {node}") for name in names)
 
 
@@ -177,7 +176,7 @@ def test_kill_bars_highlight_the_culprit(opened, reports):
     page = opened["openrlhf-reward-model-host-oom"].page
     bars = page.evaluate(f"document.getElementById('kill-{incident.root.id}').data[0]")
     assert bars["customdata"] == [row["pid"] for row in incident.root.fields["top"]]
-    colours = dict(zip(bars["customdata"], bars["marker"]["color"]))
+    colours = dict(zip(bars["customdata"], bars["marker"]["color"], strict=True))
     assert colours.pop(incident.culprit["pid"]) == "#d62728"
     assert "#d62728" not in colours.values()
     assert page.locator(f"#kill-{incident.root.id} .barlayer .point").count() == len(bars["customdata"])
@@ -249,8 +248,8 @@ def test_injected_log_text_does_not_run(opened, reports):
     traces = loaded.traces("timeline")
     gpu = next(i for i, t in enumerate(traces) if t["group"] == "gpu")
     shown = [loaded.hover("timeline", gpu, point) for point in range(traces[gpu]["n"])]
-    labels = [s.label for s in samples(diagnosis.events) if s.memory == "gpu" and s.metric == traces[gpu]["name"].split(" · ")[0].split()[-1]]
-    assert all(label in text for label, text in zip(labels, shown))  # the payloads, as plain text
+    labels = [s.label for s in diagnosis.timeline if s.memory == "gpu" and s.metric == traces[gpu]["name"].split(" · ")[0].split()[-1]]
+    assert all(label in text for label, text in zip(labels, shown, strict=True))  # the payloads, as plain text
     assert "<script>window.__pwned=1</script>" in shown[0]
     assert loaded.page.evaluate("typeof window.__pwned") == "undefined"
 
@@ -259,7 +258,7 @@ def test_long_run_draws_fast_and_keeps_its_peak(opened, reports):
     diagnosis, _ = reports["long-run"]
     loaded = opened["long-run"]
     assert loaded.seconds < LOAD_BUDGET_S
-    readings = samples(diagnosis.events)
+    readings = diagnosis.timeline
     for trace in [t for t in loaded.traces("timeline") if t["group"] == "gpu"]:
         metric = trace["name"].split(" · ")[0].split()[-1]
         values = [s.bytes for s in readings if s.metric == metric]

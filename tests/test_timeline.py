@@ -7,6 +7,7 @@ from oomlens.clock import settle
 from oomlens.correlate import one_clock
 from oomlens.events import GIB, Event, Source
 from oomlens.shapes import zeroed as _shape
+from oomlens.kinds import shipped
 from oomlens.timeline import Trends, samples
 
 
@@ -22,7 +23,7 @@ def test_a_trend_sees_only_the_readings_up_to_the_incident():
         memory_line("w.out", 3, "2026-01-01T00:00:03", 30),
         memory_line("w.out", 4, "2026-01-01T00:00:04", 5),
     ]
-    trends = Trends(events)
+    trends = Trends(events, shipped())
     assert trends.before("gpu", "2026-01-01T00:00:03") == (
         "growth",
         "step rose at every reading: 10.00 GiB -> 20.00 GiB -> 30.00 GiB",
@@ -36,7 +37,7 @@ def test_a_jump_is_a_step_of_a_quarter_of_the_device():
         memory_line("w.out", 1, "2026-01-01T00:00:01", 100, label="Before generate"),
         memory_line("w.out", 2, "2026-01-01T00:00:02", 400, label="After generate"),
     ]
-    assert Trends(events).before("gpu", None) == ("jump", "generate: 100.00 GiB -> 400.00 GiB of 1000.00 GiB in one step")
+    assert Trends(events, shipped()).before("gpu", None) == ("jump", "generate: 100.00 GiB -> 400.00 GiB of 1000.00 GiB in one step")
 
 
 def test_a_line_in_two_files_is_read_from_the_file_with_more_copies():
@@ -46,7 +47,7 @@ def test_a_line_in_two_files_is_read_from_the_file_with_more_copies():
         memory_line("w.out", 1, None, 10),
         memory_line("w.out", 2, None, 11),  # only in w.out: kept
     ]
-    assert [(s.event, s.bytes) for s in samples(events)] == [
+    assert [(s.event, s.bytes) for s in samples(events, shipped())] == [
         ("driver.log:1", 10 * GIB),
         ("driver.log:2", 10 * GIB),
         ("w.out:2", 11 * GIB),

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..correlate import Incident
 from ..events import Event
-from ..timeline import Sample, samples
+from ..kinds import Kinds
+from ..timeline import Sample
 from .table import summary as event_summary
-from .verdict import NAMES
 
 if TYPE_CHECKING:
     from ..diagnosis import Diagnosis
@@ -43,18 +43,6 @@ HOVER_LINES = 30  # lines of a raw block shown on hover; the table shows all of 
 HOVER_WIDTH = 160
 MAX_KILL_CHARTS = 12
 MAX_CASCADE_LINES = 20
-KIND_STYLE = {  # marker symbol and colour of each failure kind on the timeline
-    "ray_oom_kill": ("x", "#d62728"),
-    "ray_oom_summary": ("x-open", "#ff7f0e"),
-    "kernel_oom": ("star", "#8c1c13"),
-    "cuda_oom": ("diamond", "#9467bd"),
-    "vllm_memory_error": ("diamond-open", "#9467bd"),
-    "ray_worker_died": ("circle", "#333333"),
-    "ray_actor_unavailable": ("circle-open", "#7f7f7f"),
-    "watchdog_timeout": ("hourglass", "#1f77b4"),
-}
-FAILURE_ORDER = ("ray_oom_kill", "ray_oom_summary", "kernel_oom", "cuda_oom", "vllm_memory_error", "ray_worker_died", "ray_actor_unavailable", "watchdog_timeout")
-
 T = TypeVar("T")
 
 
@@ -206,7 +194,7 @@ class Axis:
         self.step: dict[str, int] = {}  # event id -> the last training step printed at or before it
         last = None
         for event in diagnosis.events:
-            if event.kind == "gpu_memory" and event.fields.get("step") is not None:
+            if event.kind in diagnosis.kinds.memory_lines and event.fields.get("step") is not None:
                 last = event.fields["step"]
             if last is not None:
                 self.step[event.id] = last
@@ -257,11 +245,12 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
     from plotly.subplots import make_subplots
 
     axis = Axis(diagnosis)
-    all_readings = samples(diagnosis.events)
+    all_readings = diagnosis.timeline
     readings = [s for s in all_readings if axis.of_sample(s) is not None]
     all_series = series_of(readings)
     by_id = axis.events
-    failures = [e for e in diagnosis.events if e.kind != "gpu_memory"]
+    kinds = diagnosis.kinds
+    failures = [e for e in diagnosis.events if e.kind not in kinds.memory_lines]
     placed = [e for e in failures if axis.of_event(e) is not None]
     rows = [m for m in ("host", "gpu") if any(s.memory == m for s in all_series)] + (["events"] if placed else [])
     if not rows:
@@ -315,16 +304,16 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         orders.append(order_span)
     if placed:
         row = rows.index("events") + 1
-        for kind in sorted({e.kind for e in placed}, key=FAILURE_ORDER.index):
+        for kind in sorted({e.kind for e in placed}, key=kinds.order):
             of_kind = [e for e in placed if e.kind == kind]
             places = [axis.of_event(e) for e in of_kind]
-            symbol, colour = KIND_STYLE[kind]
+            symbol, colour = kinds[kind].marker
             fig.add_trace(
                 go.Scatter(
-                    x=_xs(places), y=[NAMES[kind]] * len(of_kind), name=NAMES[kind],
+                    x=_xs(places), y=[kinds.label(kind)] * len(of_kind), name=kinds.label(kind),
                     legendgroup="events", mode="markers",
                     marker={"symbol": symbol, "color": colour, "size": 12, "line": {"width": 1}, "opacity": [0.45 if p.inferred else 1.0 for p in places]},
-                    hovertext=[_event_hover(e) for e in of_kind], hoverinfo="text", customdata=[e.id for e in of_kind],
+                    hovertext=[_event_hover(e, kinds) for e in of_kind], hoverinfo="text", customdata=[e.id for e in of_kind],
                 ),
                 row=row, col=1,
             )
@@ -336,7 +325,7 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         place = axis.of_event(incident.root)
         if place is not None:
             fig.add_shape(type="line", x0=place.x, x1=place.x, xref="x", y0=0, y1=1, yref="paper", line={"color": "#d62728", "width": 1, "dash": "dot"})
-            fig.add_annotation(x=place.x, y=1.0, yref="paper", xref="x", text=plain(f"{incident.id}: {NAMES[incident.root.kind]}"), showarrow=False, yanchor="bottom", font={"color": "#d62728", "size": 11})
+            fig.add_annotation(x=place.x, y=1.0, yref="paper", xref="x", text=plain(f"{incident.id}: {kinds.label(incident.root.kind)}"), showarrow=False, yanchor="bottom", font={"color": "#d62728", "size": 11})
             shapes.append((place.x, axis.step_of(incident.root.id), axis.order.get(incident.root.id)))
     fig.update_xaxes(title_text=axis.title, row=len(rows), col=1)
     if axis.by_time:
@@ -428,7 +417,7 @@ def _limits(diagnosis: Diagnosis, readings: list[Sample]) -> list[tuple[str, str
     limits: dict[str, tuple[str, str, float, str]] = {}
     for event in diagnosis.events:
         f = event.fields
-        if event.kind == "ray_oom_kill" and f.get("node_total_bytes"):
+        if f.get("node_total_bytes"):  # a Ray kill report's node
             node = event.node or "?"
             total = f["node_total_bytes"] / GIB
             limits[f"host total · node {node}"] = (f"host total · node {node}", "host", total, "dot")
@@ -456,9 +445,9 @@ def _sample_hover(s: Sample, event: Event | None, place: Place | None = None) ->
     return "<br>".join(plain(_short(line, HOVER_WIDTH)) for line in lines if line)
 
 
-def _event_hover(event: Event) -> str:
-    head = f"{event.id} {NAMES[event.kind]} · {_clock(event.time, event.time_inferred)} · {_source(event)}"
-    return f"<b>{plain(head)}</b><br>{plain(_short(event_summary(event), HOVER_WIDTH))}<br><br>{_hover_block(event.text)}"
+def _event_hover(event: Event, kinds: Kinds) -> str:
+    head = f"{event.id} {kinds.label(event.kind)} · {_clock(event.time, event.time_inferred)} · {_source(event)}"
+    return f"<b>{plain(head)}</b><br>{plain(_short(event_summary(event, kinds), HOVER_WIDTH))}<br><br>{_hover_block(event.text)}"
 
 
 # -- Ray's top memory users at each kill -----------------------------------------------------
@@ -469,7 +458,7 @@ def kill_figures(diagnosis: Diagnosis) -> list[tuple[Event, dict[str, Any]]]:
     import plotly.graph_objects as go
 
     figures = []
-    kills = [e for e in diagnosis.events if e.kind == "ray_oom_kill" and e.fields.get("top")]
+    kills = [e for e in diagnosis.events if e.fields.get("top")]  # kill reports with their Top-10 table
     for event in kills[:MAX_KILL_CHARTS]:
         top = event.fields["top"]
         incident = _incident_of(diagnosis, event)
@@ -526,14 +515,14 @@ def _verdict_html(diagnosis: Diagnosis) -> str:
     body = "".join(f"<tr><th>{label}</th><td>{value}</td></tr>" for label, value in rows)
     parts = [f'<section id="verdict" class="verdict"><h2>{esc(_headline(v))}</h2><table class="facts">{body}</table>']
     if incident is not None:
-        parts.append(_cascade_html(incident))
+        parts.append(_cascade_html(incident, diagnosis.kinds))
         parts.append(_remedies_html(diagnosis.remedies.get(incident.id or "", [])))
     parts.append("</section>")
     others = [i for i in diagnosis.incidents if i is not incident]
     if others:
         parts.append(f'<section id="incidents"><h2>{len(others)} more incident(s)</h2>')
         for other in others:
-            title = f"{other.id}: {NAMES[other.root.kind]} at {_clock(other.root.time)} — {other.component or 'unknown'} ({other.memory or 'memory not shown'}), confidence {other.confidence:.2f}"
+            title = f"{other.id}: {diagnosis.kinds.label(other.root.kind)} at {_clock(other.root.time)} — {other.component or 'unknown'} ({other.memory or 'memory not shown'}), confidence {other.confidence:.2f}"
             parts.append(
                 f"<details><summary>{esc(title)}</summary><ul>{''.join(f'<li>{esc(line)}</li>' for line in other.evidence)}</ul>"
                 + _remedies_html(diagnosis.remedies.get(other.id or "", [])) + "</details>"
@@ -554,8 +543,8 @@ def _incident_rows(incident: Incident) -> list[tuple[str, str]]:
     if incident.culprit:
         c = incident.culprit
         rows.append(("Top memory user", esc(f"pid {c['pid']} {c['command']} {_gib(c['bytes'])} GiB")))
-    killed = root.fields.get("killed") if root.kind == "ray_oom_kill" else None  # a summary's is a count
-    if killed:
+    killed = root.fields.get("killed")
+    if isinstance(killed, list) and killed:  # a kill report's victims (a raylet summary's is a count)
         k = killed[0]
         rows.append(("Killed", esc(f"pid {k.get('pid')} {k.get('name') or ''}" + (f" ({_gib(k['bytes'])} GiB)" if k.get("bytes") else ""))))
     if incident.phase:
@@ -565,13 +554,13 @@ def _incident_rows(incident: Incident) -> list[tuple[str, str]]:
     return rows
 
 
-def _cascade_html(incident: Incident) -> str:
+def _cascade_html(incident: Incident, kinds: Kinds) -> str:
     if not incident.cascade:
         return "<p>No other failure followed it in these logs.</p>"
     items = []
     for event in incident.cascade[:MAX_CASCADE_LINES]:
         who = _who(event)
-        text = f"{_clock(event.time, event.time_inferred)} — {NAMES[event.kind]}" + (f" of {who}" if who else "") + (f" on node {event.node}" if event.node else "")
+        text = f"{_clock(event.time, event.time_inferred)} — {kinds.label(event.kind)}" + (f" of {who}" if who else "") + (f" on node {event.node}" if event.node else "")
         items.append(f'<li>{esc(text)} <a href="#event-{esc(event.id)}" class="src">{esc(_source(event))}</a></li>')
     more = len(incident.cascade) - MAX_CASCADE_LINES
     if more > 0:
@@ -591,13 +580,13 @@ def _remedies_html(remedies: list[dict[str, Any]]) -> str:
 
 
 def _events_html(diagnosis: Diagnosis) -> str:
-    failures = [e for e in diagnosis.events if e.kind != "gpu_memory"]
+    failures = [e for e in diagnosis.events if e.kind not in diagnosis.kinds.memory_lines]
     lines = len(diagnosis.events) - len(failures)
     note = f"<p class=\"note\">{lines} memory sample line(s) are not listed here: the timeline draws their readings (hover a point for its file:line).</p>" if lines else ""
     if not failures:
         return f'<section id="events"><h2>Events</h2><p>No failure events.</p>{note}</section>'
-    kinds = sorted({e.kind for e in failures}, key=FAILURE_ORDER.index)
-    options = "".join(f'<option value="{k}">{esc(NAMES[k])}</option>' for k in kinds)
+    shown = sorted({e.kind for e in failures}, key=diagnosis.kinds.order)
+    options = "".join(f'<option value="{k}">{esc(diagnosis.kinds.label(k))}</option>' for k in shown)
     bodies = []
     for n, e in enumerate(failures):
         sources = "".join(f"<li><code>{esc(s.path)}:{s.line}</code>" + (f"–{s.end_line}" if s.end_line != s.line else "") + "</li>" for s in e.sources)
@@ -605,7 +594,7 @@ def _events_html(diagnosis: Diagnosis) -> str:
         bodies.append(
             f'<tbody id="event-{esc(e.id)}" data-order="{n}" data-time="{esc(e.time or "")}" data-kind="{e.kind}" data-node="{esc(e.node or "")}">'
             f'<tr class="row" tabindex="0" aria-expanded="false"><td>{esc(e.id)}</td><td>{esc(_clock(e.time, e.time_inferred))}</td>'
-            f"<td>{esc(NAMES[e.kind])}</td><td>{esc(e.node or '')}</td><td>{esc(_who(e))}</td><td>{esc(event_summary(e))}</td>"
+            f"<td>{esc(diagnosis.kinds.label(e.kind))}</td><td>{esc(e.node or '')}</td><td>{esc(_who(e))}</td><td>{esc(event_summary(e, diagnosis.kinds))}</td>"
             f'<td><code class="src">{esc(_source(e))}</code>{more}</td></tr>'
             f'<tr class="raw" hidden><td colspan="7"><div>Read from:</div><ul class="sources">{sources}</ul><pre>{esc(e.text)}</pre></td></tr></tbody>'
         )
@@ -643,7 +632,7 @@ def render(diagnosis: Diagnosis) -> str:
     for event, figure in kills:
         figures[f"kill-{event.id}"] = figure
         kill_html.append(f'<div id="kill-{esc(event.id)}" class="plot bar" data-figure="kill-{esc(event.id)}"></div>')
-    total_kills = sum(1 for e in diagnosis.events if e.kind == "ray_oom_kill" and e.fields.get("top"))
+    total_kills = sum(1 for e in diagnosis.events if e.fields.get("top"))
     kills_section = ""
     if kill_html:
         more = f"<p class=\"note\">{total_kills - len(kills)} more kill(s) in the event table.</p>" if total_kills > len(kills) else ""

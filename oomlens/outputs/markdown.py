@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 from ..diagnosis import Diagnosis
-from ..timeline import samples
-from .verdict import NAMES
+from ..text import gib
 
 MAX_ROWS = 40
 
 
 def _gib(n: int | None) -> str:
-    return "" if n is None else f"{n / 1024**3:.2f}"
+    return "" if n is None else gib(n, unit=False)  # a cell of a GiB column: empty when not shown
 
 
 def _cell(text: object) -> str:
@@ -35,17 +34,17 @@ def render(diagnosis: Diagnosis) -> str:
     if diagnosis.readings_note:
         out += ["", f"- {_cell(diagnosis.readings_note)}"]
     for incident in diagnosis.incidents:
-        out += ["", f"### Incident {incident.id}: {NAMES[incident.root.kind]} ({incident.memory or 'memory not shown'})", ""]
+        out += ["", f"### Incident {incident.id}: {diagnosis.kinds.label(incident.root.kind)} ({incident.memory or 'memory not shown'})", ""]
         out += [f"- {_cell(line)}" for line in incident.evidence]
         remedies = diagnosis.remedies.get(incident.id or "", [])
         if remedies:
             out += ["", "| setting | value | now | why |", "|---|---|---|---|"]
             out += [f"| `{_cell(r['setting'])}` | {_cell(r['value'])} | {_cell(r.get('current'))} | {_cell(r['why'])} |" for r in remedies]
-        top = incident.root.fields.get("top") if incident.root.kind == "ray_oom_kill" else None
+        top = incident.root.fields.get("top")  # a kill report's Top-10 table
         if top:
             out += ["", "Ray's top memory users at the kill:", "", "| pid | GiB | command |", "|---|---|---|"]
             out += [f"| {r['pid']} | {_gib(r['bytes'])} | `{_cell(r['command'])}` |" for r in top]
-    readings = [s for s in samples(diagnosis.events) if s.label not in ("Top 10", "killed", "node")]
+    readings = [s for s in diagnosis.timeline if s.label not in ("Top 10", "killed", "node")]
     if readings:
         out += ["", "### Memory over time", "", "| time | node | pid | process / label | memory | metric | GiB | of GiB |", "|---|---|---|---|---|---|---|---|"]
         shown = readings if len(readings) <= MAX_ROWS else readings[: MAX_ROWS // 2] + readings[-MAX_ROWS // 2 :]
@@ -55,7 +54,7 @@ def render(diagnosis: Diagnosis) -> str:
             )
         if len(readings) > MAX_ROWS:
             out.append(f"\n({len(readings) - MAX_ROWS} readings in the middle left out)")
-    failures = [e for e in diagnosis.events if e.kind != "gpu_memory"]
+    failures = [e for e in diagnosis.events if e.kind not in diagnosis.kinds.memory_lines]
     if failures:
         out += ["", "### Events", "", "| id | time | kind | node | pid | process | source |", "|---|---|---|---|---|---|---|"]
         for e in failures[:MAX_ROWS]:

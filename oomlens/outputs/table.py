@@ -6,47 +6,17 @@ import os
 
 from ..diagnosis import Diagnosis
 from ..events import Event
-
-GIB = 1024**3
-
-
-def size(n: int | None) -> str:
-    """Bytes as the unit a person reads at a glance."""
-    if n is None:
-        return "?"
-    if abs(n) >= GIB:
-        return f"{n / GIB:.2f} GiB"
-    return f"{n / 1024**2:.1f} MiB"
+from ..kinds import Kinds
+from ..text import render as write
 
 
-def summary(event: Event) -> str:
-    """The key numbers of an event in one short phrase."""
-    f = event.fields
-    k = event.kind
-    if k == "ray_oom_kill" and f.get("node_used_bytes") is None and f.get("top"):
-        top = f["top"][0]
-        return f"Top-10 table only; first: pid {top['pid']} {top['command']} {size(top['bytes'])}"
-    if k == "ray_oom_kill":
-        killed = ", ".join(f"pid {v.get('pid')} {v.get('name') or ''} {size(v.get('bytes'))}".strip() for v in f.get("killed", []))
-        return f"node {size(f.get('node_used_bytes'))}/{size(f.get('node_total_bytes'))}; killed {killed or '?'}"
-    if k == "ray_oom_summary":
-        return f"{f.get('killed')} killed by OOM, {f.get('crashed_other')} crashed otherwise"
-    if k == "cuda_oom":
-        return f"GPU {f.get('gpu', '?')}: tried {size(f.get('requested_bytes'))}, free {size(f.get('free_bytes'))} of {size(f.get('total_bytes'))}"
-    if k == "gpu_memory":
-        parts = [f"{n.split('_')[0]} {size(f[n])}" for n in ("allocated_bytes", "reserved_bytes", "used_bytes") if f.get(n) is not None]
-        total = f" / {size(f['total_bytes'])}" if f.get("total_bytes") else ""
-        return f"{f.get('label', '')}: {', '.join(parts)}{total}"
-    if k == "watchdog_timeout":
-        ms = f.get("elapsed_ms") or f.get("timeout_ms")
-        return f"{f.get('watchdog')} {f.get('op') or ''} seq {f.get('seq', '?')}" + (f" after {ms} ms" if ms else "")
-    if k == "kernel_oom":
-        return f"killed pid {f.get('pid')} ({f.get('process')}) anon-rss {size(f.get('anon_rss_bytes'))}"
-    if k == "ray_worker_died":
-        return f"{f.get('exit_type') or ''} {f.get('reason') or ''}".strip()
-    if k == "vllm_memory_error":
-        return str(f.get("error", ""))
-    return str(f.get("reason", ""))
+def summary(event: Event, kinds: Kinds) -> str:
+    """The key numbers of an event in one short phrase: its kind's `details` (data/kinds.toml)."""
+    told = {"pid": event.pid, "gpu": event.gpu, "rank": event.rank, "node": event.node}
+    told.update((k, v) for k, v in event.fields.items() if k not in told or v is not None)
+    told["fields"] = event.fields
+    entry = kinds.get(event.kind)
+    return write(entry.details, told).strip() if entry is not None else ""
 
 
 def render(diagnosis: Diagnosis, width: int | None = None) -> str:
@@ -63,7 +33,7 @@ def render(diagnosis: Diagnosis, width: int | None = None) -> str:
         time = (e.time or e.fields.get("local_time") or (f"<{e.time_latest}" if e.time_latest else "-")).replace("T", " ")[:24]
         if e.time_inferred or (e.time is None and e.time_latest):
             time += "~"  # the line printed no time: it lies between its neighbours' stamps
-        rows.append((time, e.node or "-", who or "-", e.kind, summary(e), where))
+        rows.append((time, e.node or "-", who or "-", e.kind, summary(e, diagnosis.kinds), where))
     header = ("TIME", "NODE", "PROCESS", "KIND", "DETAILS", "SOURCE")
     if not rows:
         lines = ["no OOM, crash or memory event found"]

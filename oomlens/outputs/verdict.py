@@ -6,19 +6,7 @@ import textwrap
 
 from ..diagnosis import Diagnosis
 from ..events import Event
-
-NAMES = {
-    "ray_oom_kill": "Ray OOM kill",
-    "ray_oom_summary": "raylet OOM count",
-    "ray_worker_died": "worker death",
-    "ray_actor_unavailable": "actor unavailable",
-    "watchdog_timeout": "watchdog timeout",
-    "cuda_oom": "CUDA OOM",
-    "vllm_memory_error": "vLLM memory error",
-    "kernel_oom": "kernel OOM kill",
-    "gpu_memory": "memory sample",
-}
-
+from ..text import gib
 
 def _clock(time: str | None) -> str:
     return time[11:19] if time else "?"
@@ -37,18 +25,18 @@ def render(diagnosis: Diagnosis, width: int = 100) -> str:
     if incident is not None:
         if incident.culprit:
             c = incident.culprit
-            rows.append(("", f"top memory user: pid {c['pid']} {c['command']} {c['bytes'] / 1024**3:.2f} GiB"))
-        killed = incident.root.fields.get("killed") if incident.root.kind == "ray_oom_kill" else None
-        if killed:
+            rows.append(("", f"top memory user: pid {c['pid']} {c['command']} {gib(c['bytes'])}"))
+        killed = incident.root.fields.get("killed")
+        if isinstance(killed, list) and killed:  # a kill report's victims (a raylet summary's is a count)
             k = killed[0]
-            size = f" ({k['bytes'] / 1024**3:.2f} GiB)" if k.get("bytes") else ""
+            size = f" ({gib(k['bytes'])})" if k.get("bytes") else ""
             rows.append(("", f"killed: pid {k.get('pid')} {k.get('name') or ''}{size}"))
         if incident.phase:
             rows.append(("", f"surfaced during {incident.phase}"))
         if incident.trend:
             rows.append(("TREND", next((e for e in incident.evidence if e.startswith("memory trend")), incident.trend)))
         if incident.cascade:
-            rows.append(("CASCADE", ", ".join(" ".join(filter(None, (NAMES[e.kind], _where(e), _clock(e.time)))) for e in incident.cascade[:8])))
+            rows.append(("CASCADE", ", ".join(" ".join(filter(None, (diagnosis.kinds.label(e.kind), _where(e), _clock(e.time)))) for e in incident.cascade[:8])))
         remedies = diagnosis.remedies.get(incident.id or "", [])
         if remedies:
             rows.append(("FIX", f"({remedies[0]['framework']}) " + "; ".join(_remedy(r) for r in remedies[:5])))

@@ -1,0 +1,129 @@
+"""Kinds: what each event kind means after its grammar made it, read from one table
+(data/kinds.toml). Folding, correlation, the verdict and every output read a kind's
+entry here, so a new message family adds one entry, not a line in each stage.
+
+`Kinds` is an ordered, immutable set of entries; `shipped()` is the table oomlens ships,
+and `extend` makes a new set with more (or replaced) entries, the way a dialect extends
+its base tables: nothing global changes."""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .data import load
+from .text import compile_template
+
+ROLES = ("memory", "failure", "reading")
+TASK_HEADERS = ("any", "raiser", "own_pid", "not_caller")
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One kind's entry (the keys are explained at the top of data/kinds.toml)."""
+
+    name: str
+    label: str
+    role: str
+    memory: str | None = None
+    cascade_s: float = 600.0
+    identity: tuple[str, ...] | None = None
+    also_identity: tuple[tuple[str, ...], ...] = ()
+    numberless: tuple[str, ...] | None = None
+    partial: bool = False
+    waited: str | None = None
+    task_header: str = "any"
+    phase: bool = True
+    burst: bool = False
+    component: str | None = None
+    explain: str = "failure"
+    readings: str | None = None
+    marker: tuple[str, str] = ("circle", "#333333")
+    summary: str = "{label}{on_node}{at}"
+    details: str = ""
+    evidence: str = ""
+
+    @property
+    def folded(self) -> bool:
+        """Are reports of one occurrence folded into one event? (Readings never are.)"""
+        return self.identity is not None or bool(self.also_identity)
+
+    @property
+    def failure(self) -> bool:
+        return self.role in ("memory", "failure")
+
+
+def kind_of(name: str, entry: Mapping[str, Any]) -> Kind:
+    """A Kind from a table entry, checked: a typo in a key or a value fails here, with its name."""
+    known = {f.name for f in fields(Kind)} - {"name"}
+    unknown = set(entry) - known
+    if unknown:
+        raise ValueError(f"kind {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
+    if "label" not in entry or "role" not in entry:
+        raise ValueError(f"kind {name!r}: needs a label and a role")
+    values = dict(entry)
+    for key in ("identity", "numberless", "marker"):
+        if values.get(key) is not None:
+            values[key] = tuple(values[key])
+    if "also_identity" in values:
+        values["also_identity"] = tuple(tuple(names) for names in values["also_identity"])
+    kind = Kind(name=name, **values)
+    if kind.role not in ROLES:
+        raise ValueError(f"kind {name!r}: role {kind.role!r} is none of {', '.join(ROLES)}")
+    if kind.memory not in (None, "host", "gpu"):
+        raise ValueError(f"kind {name!r}: memory is 'host' or 'gpu'")
+    if kind.task_header not in TASK_HEADERS:
+        raise ValueError(f"kind {name!r}: task_header {kind.task_header!r} is none of {', '.join(TASK_HEADERS)}")
+    for template in (kind.summary, kind.details, kind.evidence):
+        compile_template(template)
+    return kind
+
+
+def read_kinds(text: str) -> list[Kind]:
+    """The entries of a kinds table written in TOML (the shipped one's form)."""
+    return [kind_of(name, entry) for name, entry in tomllib.loads(text).items()]
+
+
+class Kinds(Mapping[str, Kind]):
+    """Kind entries by name, in the table's order (the order failures are listed in)."""
+
+    def __init__(self, entries: Iterable[Kind]) -> None:
+        self._by_name = {k.name: k for k in entries}
+        self.names = tuple(self._by_name)
+        self.failures = frozenset(k.name for k in self._by_name.values() if k.failure)
+        self.memory_failures = frozenset(k.name for k in self._by_name.values() if k.role == "memory")
+        self.memory_lines = frozenset(k.name for k in self._by_name.values() if k.role == "reading")
+
+    def __getitem__(self, name: str) -> Kind:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __repr__(self) -> str:
+        return f"Kinds({', '.join(self.names)})"
+
+    def order(self, name: str) -> int:
+        return self.names.index(name)
+
+    def label(self, name: str) -> str:
+        entry = self._by_name.get(name)
+        return entry.label if entry is not None else name
+
+    def extend(self, *entries: Kind) -> Kinds:
+        """These kinds and `entries` (an entry of a known name replaces it in place)."""
+        merged = dict(self._by_name)
+        merged.update((k.name, k) for k in entries)
+        return Kinds(merged.values())
+
+
+@functools.cache
+def shipped() -> Kinds:
+    """The kinds oomlens ships (data/kinds.toml): the closed vocabulary of contract v1."""
+    return Kinds(kind_of(name, entry) for name, entry in load("kinds.toml").items())

@@ -1,0 +1,70 @@
+"""The JSON contract (DESIGN.md, version 1): one object per diagnosis, as `parse --format
+json` prints it and `Diagnosis.to_dict()` returns it."""
+
+from __future__ import annotations
+
+from typing import Any, BinaryIO
+
+from .. import collector
+from ..correlate import Incident
+from ..diagnosis import CONTRACT_VERSION, Diagnosis
+
+EVENTS_PER_WRITE = 256  # write(): small enough that each slice's dicts reuse the last one's memory
+SLICE_OPEN, SLICE_CLOSE = b'{\n  "events": [\n', b"\n  ]\n}"  # around a slice of events, indented
+
+
+def incident(diagnosis: Diagnosis, incident: Incident) -> dict[str, Any]:
+    """One incident as the contract writes it."""
+    return {
+        "id": incident.id,
+        "root": incident.root.id,
+        "cascade": [e.id for e in incident.cascade],
+        "component": incident.component,
+        "memory": incident.memory,
+        "confidence": incident.confidence,
+        "evidence": incident.evidence,
+        "remedies": diagnosis.remedies.get(incident.id or "", []),
+        "fingerprint": incident.fingerprint,
+        "root_kind": incident.root.kind,
+        "phase": incident.phase,
+        "culprit": incident.culprit,
+        "trend": incident.trend,
+        "framework": diagnosis.framework,
+    }
+
+
+def contract(diagnosis: Diagnosis) -> dict[str, Any]:
+    """The whole diagnosis as plain values."""
+    return _contract(diagnosis, [e.to_dict() for e in diagnosis.events])
+
+
+def _contract(diagnosis: Diagnosis, events: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "oomlens": CONTRACT_VERSION,
+        "inputs": [i.to_dict() for i in diagnosis.inputs],
+        "events": events,
+        "incidents": [incident(diagnosis, i) for i in diagnosis.incidents],
+        "verdict": diagnosis.verdict,
+        "clocks": [note.to_dict() for note in diagnosis.clocks],
+    }
+
+
+def write(diagnosis: Diagnosis, stream: BinaryIO) -> None:
+    """Write to_dict() as indented JSON (what `parse --format json` prints) a few events
+    at a time: a long run's document is tens of megabytes, and made whole it would cost
+    as much again in fresh memory, which takes longer to get than to fill."""
+    import orjson
+
+    head = orjson.dumps(_contract(diagnosis, []), option=orjson.OPT_INDENT_2)
+    # the first '"events": [' is the key: a quote inside a string is escaped
+    cut = head.index(b'"events": [') + len(b'"events": [')
+    stream.write(head[:cut])
+    with collector.paused():  # each slice's dicts are gone before the next is made
+        for start in range(0, len(diagnosis.events), EVENTS_PER_WRITE):
+            events = [e.to_dict() for e in diagnosis.events[start : start + EVENTS_PER_WRITE]]
+            # under an "events" key, as in the document, the events are indented as there
+            part = orjson.dumps({"events": events}, option=orjson.OPT_INDENT_2)
+            stream.write(b",\n" if start else b"\n")
+            stream.write(memoryview(part)[len(SLICE_OPEN) : -len(SLICE_CLOSE)])
+    stream.write(b"\n  " + head[cut:] if diagnosis.events else head[cut:])
+    stream.write(b"\n")

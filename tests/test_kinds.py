@@ -1,0 +1,213 @@
+"""The registry of kinds (data/kinds.toml, oomlens/kinds.py): every stage reads a kind's
+meaning from it, and a family added from outside the package (its own grammar, Transformer
+and kinds entry) is read, diagnosed and rendered by every output without touching a module."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import lark
+import pytest
+
+import oomlens
+from oomlens import schema
+from oomlens.correlate import EXPLAINERS
+from oomlens.grammars import families
+from oomlens.kinds import Kind, kind_of, read_kinds, shipped
+from oomlens.outputs.table import render as table, summary as details
+from oomlens.registry import Registry
+from oomlens.text import render, size
+from oomlens.timeline import READERS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# SGLang's start-up error when its KV cache does not fit (sglang/srt/model_executor/model_runner.py)
+GRAMMAR = r"""
+//! trigger: Not enough memory\. Please try to increase --mem-fraction-static
+//! sample: sglang_memory_error setting=--mem-fraction-static
+//| RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.
+start: "RuntimeError:"? "Not enough memory." "Please try to increase" SETTING "."
+SETTING: /--[a-z-]+/
+%ignore " "
+"""
+
+KINDS = """
+[sglang_memory_error]
+label = "SGLang memory error"
+role = "memory"
+memory = "gpu"
+cascade_s = 600
+component = "rollout"
+explain = "gpu"
+marker = ["diamond-open", "#17becf"]
+summary = "GPU memory: SGLang could not fit its KV cache{on_node}{at} (raise {setting})"
+details = "{setting} too small"
+"""
+
+LOG = """\
+[2026-11-26 06:00:01 TP0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=3.12 GB
+[2026-11-26 06:00:02 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/model_executor/model_runner.py", line 187, in __init__
+    self.init_memory_pool(
+RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.
+"""
+
+
+class SGLangTransformer(lark.Transformer):
+    def start(self, items):
+        return [{"kind": "sglang_memory_error", "memory": "gpu", "fields": {"setting": str(items[0])}}]
+
+
+@pytest.fixture
+def sglang(tmp_path: Path) -> Registry:
+    grammar = tmp_path / "sglang_memory.lark"
+    grammar.write_text(GRAMMAR, encoding="utf-8")
+    return Registry.shipped().add(grammar, SGLangTransformer, KINDS)
+
+
+def test_a_family_added_from_outside_is_read_diagnosed_and_rendered(sglang, tmp_path):
+    log = tmp_path / "sglang.log"
+    log.write_text(LOG, encoding="utf-8")
+    for jobs in (1, 2):
+        found = oomlens.analyze(str(log), jobs=jobs, registry=sglang)
+        [event] = found.events
+        assert (event.kind, event.fields["setting"], event.time) == ("sglang_memory_error", "--mem-fraction-static", "2026-11-26T06:00:02")
+        [incident] = found.incidents
+        assert (incident.memory, incident.component, incident.confidence) == ("gpu", "rollout", 0.85)
+        assert found.verdict["summary"] == "GPU memory: SGLang could not fit its KV cache after 2026-11-26 06:00:02 (raise --mem-fraction-static)"
+        assert "--mem-fraction-static too small" in table(found, width=200)
+        assert "### Incident i1: SGLang memory error (gpu)" in found.to_markdown()
+        assert found.to_dict()["events"][0]["kind"] == "sglang_memory_error"
+        assert list(found.to_frame()["kind"]) == ["sglang_memory_error"]
+    page = found.to_html(tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "SGLang memory error" in page and "#17becf" in page
+
+
+def test_the_added_family_is_the_registry_s_alone(sglang):
+    text = LOG.splitlines()[-1]
+    assert [e.kind for e in oomlens.parse_text(text, registry=sglang)] == ["sglang_memory_error"]
+    assert oomlens.parse_text(text) == []  # the shipped registry is as it was
+    assert "sglang_memory_error" not in shipped()
+
+
+def test_an_event_of_a_kind_without_an_entry_is_refused(tmp_path):
+    grammar = tmp_path / "sglang_memory.lark"
+    grammar.write_text(GRAMMAR, encoding="utf-8")
+    log = tmp_path / "sglang.log"
+    log.write_text(LOG, encoding="utf-8")
+    without = Registry.shipped().add(grammar, SGLangTransformer)
+    with pytest.raises(ValueError, match="sglang_memory_error have no entry in the kinds table"):
+        oomlens.analyze(str(log), jobs=1, registry=without)
+
+
+@pytest.mark.parametrize(
+    ("entry", "error"),
+    [
+        ({"label": "x", "role": "memory", "colour": "red"}, "unknown key"),
+        ({"label": "x", "role": "oom"}, "role 'oom'"),
+        ({"label": "x", "role": "memory", "memory": "disk"}, "memory is"),
+        ({"label": "x", "role": "failure", "task_header": "mine"}, "task_header 'mine'"),
+        ({"label": "x", "role": "failure", "summary": "{size:huge}"}, "unknown spec 'huge'"),
+        ({"label": "x", "role": "failure", "details": "[a [b]]"}, "group inside a group|unbalanced"),
+        ({"role": "failure"}, "needs a label"),
+    ],
+)
+def test_a_wrong_entry_fails_where_it_is_read(entry, error):
+    with pytest.raises(ValueError, match=error):
+        kind_of("x", entry)
+
+
+def test_the_shipped_kinds_are_the_contract_s_vocabulary():
+    kinds = shipped()
+    enum = schema()["$defs"]["kind"]["enum"]
+    assert sorted(kinds) == sorted(enum)
+    made = {sample.kind for fam in families() for sample in fam.samples} - {"context", "setting", "clock"}
+    assert made <= set(kinds), "a grammar's sample makes a kind without an entry"
+    for kind in kinds.values():
+        assert kind.explain in EXPLAINERS, kind.name
+        assert kind.readings is None or kind.readings in READERS, kind.name
+    assert read_kinds((ROOT / "oomlens" / "data" / "kinds.toml").read_text(encoding="utf-8")) == list(kinds.values())
+
+
+def test_every_kind_tells_every_sample_of_it_in_words():
+    """Each kind's details and summary over the events its grammars' samples make: written
+    out whole (no brace, no None), whatever fields the sample has or lacks."""
+    kinds = shipped()
+    seen = set()
+    for fam in families():
+        for sample in fam.samples:
+            for event in oomlens.parse_text(sample.text):
+                seen.add(event.kind)
+                phrase = details(event, kinds)
+                assert "{" not in phrase and "None" not in phrase, (fam.name, sample.line, phrase)
+                from oomlens.correlate import Incident
+                from oomlens.diagnosis import summary
+
+                if kinds[event.kind].failure:
+                    sentence = summary(Incident(root=event), kinds)
+                    assert "{" not in sentence and "None" not in sentence and sentence, (fam.name, sample.line, sentence)
+    assert seen == set(kinds)
+
+
+@pytest.mark.parametrize(
+    ("template", "values", "expected"),
+    [
+        ("{a} of {b:gib}", {"a": 1, "b": 2 * 1024**3}, "1 of 2.00"),
+        ("{a} of {b:size}", {"a": None, "b": 512 * 1024**2}, "? of 512.0 MiB"),
+        ("x[, t {t}]", {"t": 0.95}, "x, t 0.95"),
+        ("x[, t {t}]", {"t": None}, "x"),
+        ("[{a}|{b}|none]", {"a": "", "b": "B"}, "B"),
+        ("[{a}|{b}|none]", {}, "none"),
+        ("[{u:gib}/{t:gib} GiB|not shown]", {"u": 1024**3}, "1.00/? GiB"),
+        ("killed {k:victims}", {"k": [{"pid": 7, "name": "ray::A", "bytes": 3 * 1024**3}]}, "killed pid 7 ray::A 3.00 GiB"),
+        ("killed {k:victims}", {"k": []}, "killed ?"),
+    ],
+)
+def test_templates(template, values, expected):
+    assert render(template, values) == expected
+
+
+def test_one_size_convention():
+    assert [size(None), size(0), size(1536 * 1024**2), size(-2 * 1024**3)] == ["?", "0.0 MiB", "1.50 GiB", "-2.00 GiB"]
+
+
+def test_no_import_circle_among_the_modules():
+    """Data flows one way: at import time no module of oomlens needs one that needs it."""
+    package = ROOT / "oomlens"
+    graph: dict[str, set[str]] = {}
+    for path in package.rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        needs = graph.setdefault(name, set())
+        for node in tree.body:  # module level only: an import inside a function is made when called
+            if isinstance(node, ast.ImportFrom):
+                base = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+                for _ in range(node.level - 1):
+                    base = base.rsplit(".", 1)[0]
+                target = (f"{base}.{node.module}" if node.module else base) if node.level else (node.module or "")
+                if target.startswith("oomlens"):
+                    needs.update(f"{target}.{a.name}" if f"{target}.{a.name}".replace(".", "/") + ".py" in _files(package) else target for a in node.names)
+    cycles = [(a, b) for a in graph for b in graph[a] if b != a and a in _reach(graph, b)]
+    assert not cycles, cycles
+
+
+def _files(package: Path) -> set[str]:
+    return {str(p.relative_to(package.parent).with_suffix("")) + ".py" for p in package.rglob("*.py")}
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_kind_entries_are_plain_values():
+    entry = read_kinds(KINDS)[0]
+    assert isinstance(entry, Kind) and entry.marker == ("diamond-open", "#17becf") and entry.folded is False
+    assert json.dumps(entry.summary)
