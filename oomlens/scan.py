@@ -83,7 +83,7 @@ class Trigger:
     by its `lastindex` (RE2's `lastgroup` rebuilds a name table at every call).
 
     RE2 runs the alternation as a DFA, about 150 times faster than `re`, which tries every
-    alternative at every byte (lines.fast_regex). Where hyperscan is installed, its SIMD
+    alternative at every byte (prefilter.fast_regex). Where hyperscan is installed, its SIMD
     matcher first finds the lines that hold any trigger, about five times faster again,
     and the regexes of the families it saw read only those lines. The hits are the same
     either way, because a trigger matches within one line (tests/test_prefilter.py)."""
