@@ -146,5 +146,3 @@ def _compiled(hyperscan, patterns: list[str], flags: int):  # noqa: ANN001, ANN2
 def _line_around(data: bytes, at: int, pos: int, end: int) -> tuple[int, int]:
     """The line holding byte `at`, within data[pos:end], with its line break."""
     return max(pos, data.rfind(b"\n", pos, at) + 1), data.find(b"\n", at, end) + 1 or end
-
-

@@ -1,8 +1,8 @@
-"""Scan: find candidate blocks in raw bytes and hand them to the grammars.
+"""Scan: read a stream's bytes, find the hits, their times and actors, and make events of their blocks.
 
 The common line never reaches Python-level parsing: every family's triggers run together
 over big chunks of bytes (hyperscan, else one RE2 alternation), and only the lines they
-hit (and the lines that continue their blocks) are decoded, peeled and parsed. The lines where a
+hit (and the lines that continue their blocks: blocks.py) are decoded, peeled and parsed. The lines where a
 worker file announces its actor (`:actor_name:`) are hits too, so each block knows the
 actor it ran in. The time of the nearest preceding stamped line is looked up behind a
 hit that has none, not kept for every line.
@@ -94,7 +94,7 @@ class Trigger:
         self.regex = fast_regex(pattern)
         # the family of each capturing group: the triggers' own groups belong to theirs
         self.by_group: list[Family | None] = [None]
-        for fam, alts in zip([*fams, None], alternatives):
+        for fam, alts in zip([*fams, None], alternatives, strict=True):
             inner = re.compile("|".join(alts).encode()).groups
             self.by_group += [fam] * (inner + 1)
         self.members: list[Family | None] = [*fams, None]
@@ -397,7 +397,7 @@ class Scanner:
         stamps = [(b.head.stamp, None) if b.head.stamp is not None else self._stamp_before(data, b.offset) for b, _, _ in blocks]
         if carried < cut:
             self._stamp_before(data, carried)  # remember the context the next round cannot see
-        for (block, drafts, actor), (stamp, node) in zip(blocks, stamps):
+        for (block, drafts, actor), (stamp, node) in zip(blocks, stamps, strict=True):
             inferred = block.head.stamp is None
             found = self._build(block, drafts, actor, stamp, inferred)
             if inferred:  # a line that prints no time lies between its neighbours' stamps

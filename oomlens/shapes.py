@@ -46,6 +46,6 @@ def numbers_and_shape(text: str) -> tuple[list[str], str]:
     text between numbers and each number's groups, five to a number."""
     parts = NUMBER_RUN.split(text)
     shape = [parts[0]]
-    for sign, frac, exp, after in zip(parts[2::5], parts[3::5], parts[4::5], parts[5::5]):
+    for sign, frac, exp, after in zip(parts[2::5], parts[3::5], parts[4::5], parts[5::5], strict=True):
         shape += (FORMS[sign, frac is not None, exp is not None], after)
     return parts[1::5], "".join(shape)

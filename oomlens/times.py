@@ -11,12 +11,13 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from .prefilter import Prefilter, fast_regex
 
 MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+
 
 class Stamp(NamedTuple):
     """A wall-clock time as printed; `year` is None for vLLM and c10 headers, `zone` (minutes
@@ -45,10 +46,8 @@ class Stamp(NamedTuple):
         return text
 
 
-
 def _ms(frac: str | None) -> int | None:
     return None if not frac else int(frac[:3].ljust(3, "0"))
-
 
 
 def _zone(text: str | None) -> int | None:
@@ -69,7 +68,7 @@ def stamp_of_groups(g: dict[str, str | None], utc: bool = False) -> Stamp | None
         millis = None
         if len(g["epoch"]) > 10:
             seconds, millis = divmod(seconds, 1000)
-        t = datetime.fromtimestamp(seconds, tz=timezone.utc)
+        t = datetime.fromtimestamp(seconds, tz=UTC)
         return Stamp(t.year, t.month, t.day, t.hour, t.minute, t.second, millis, 0)
     if g.get("h") is None:
         return None
