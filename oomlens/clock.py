@@ -25,7 +25,8 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from typing import overload
 
 from .events import Clue, Event
 from .sources import Input
@@ -109,6 +110,12 @@ class _Clocks:
         node = self.nodes.get(path) or (None if zoned else node)
         return f"node {node}" if node else path
 
+    @overload
+    def reading(self, time: str, path: str, node: str | None) -> tuple[str, datetime]: ...
+    @overload
+    def reading(self, time: None, path: str, node: str | None) -> tuple[str, None]: ...
+    @overload
+    def reading(self, time: str | None, path: str, node: str | None) -> tuple[str, datetime | None]: ...
     def reading(self, time: str | None, path: str, node: str | None) -> tuple[str, datetime | None]:
         """(clock, naive local time) of a time printed in `path`: a zoned time moves to its
         host's local time, or stays UTC on a clock of its own when no line tells the zone."""
@@ -118,7 +125,7 @@ class _Clocks:
         domain = self.domain(path, node, t.tzinfo is not None)
         if t.tzinfo is None:
             return domain, t
-        utc = t.astimezone(timezone.utc).replace(tzinfo=None)
+        utc = t.astimezone(UTC).replace(tzinfo=None)
         offset = self.zone(domain)
         return (f"{domain} (UTC)", utc) if offset is None else (domain, utc + timedelta(seconds=offset))
 

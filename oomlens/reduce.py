@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 from .events import Clue, Event, seconds
 
@@ -102,6 +103,14 @@ def restore(lists: list[list], reduction: Reduction) -> None:
         lists[index][place] = event
     for found in lists:
         found[:] = [x for x in found if x is not None]
+
+
+def restored(found: list[Event | Clue | None], reduction: Reduction | None) -> list[Event | Clue]:
+    """One input's `found`, its kept readings put back in place and its gaps closed (as it
+    is when there is no reduction: then no reading left a gap)."""
+    if reduction is not None:
+        restore([found], reduction)
+    return cast("list[Event | Clue]", found)  # no None is left in it
 
 
 def _distinct(bucket: dict[str, Entry]) -> list[Entry]:

@@ -13,8 +13,9 @@ class Transformer(lark.Transformer):
 
     def abort(self, items):
         signal, epoch, _rest = items
-        utc = stamp_of_groups({"epoch": str(epoch)})._replace(zone=None)  # UTC by the field's name
-        return {"utc": utc.iso(), "signal": str(signal)}
+        utc = stamp_of_groups({"epoch": str(epoch)})
+        assert utc is not None  # an epoch always spells a time
+        return {"utc": utc._replace(zone=None).iso(), "signal": str(signal)}  # UTC by the field's name
 
     def disconnect(self, items):
         return {"seen": f"worker_exit:{items[0]}"}

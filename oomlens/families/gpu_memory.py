@@ -6,6 +6,8 @@ Every draft carries the contract fields (`label`, `allocated_bytes`, `reserved_b
 
 from __future__ import annotations
 
+from typing import Any
+
 import lark
 
 from oomlens.events import GIB, to_bytes
@@ -113,14 +115,14 @@ class Transformer(lark.Transformer):
 
     def breakdown(self, items):
         names = ("weights_bytes", "non_torch_bytes", "activation_peak_bytes", "kv_cache_bytes")
-        return dict(zip(names, items))
+        return dict(zip(names, items, strict=False))  # a line may stop after any of them
 
     def profile_item(self, items):
         name, value = items
         return {PROFILE_ITEMS[name]: value} if name in PROFILE_ITEMS else {}
 
     def profile_results(self, items):
-        fields = {}
+        fields: dict[str, Any] = {}
         for item in items:
             fields.update(item or {})
         return _draft("vllm memory profiling", fields)

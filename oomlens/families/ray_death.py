@@ -52,7 +52,7 @@ class Transformer(lark.Transformer):
 
     # -- ActorDiedError / RayActorError -----------------------------------------------------
     def actor_died(self, items):
-        info = dict(item for item in items if isinstance(item, tuple))
+        info: dict[str, Any] = dict(item for item in items if isinstance(item, tuple))
         draft = items[-1] if isinstance(items[-1], dict) else _died(None)
         class_name = info.pop("class_name", None)
         _merge(draft, {"class_name": class_name, "actor": class_name and _class(class_name), **info})

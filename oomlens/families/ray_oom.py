@@ -188,7 +188,7 @@ class Transformer(lark.Transformer):
 
     def suggestions(self, items):
         text = str(items[0] or "")
-        fact = {"suggestions": True, "retriable": not ("Set max_retries" in text or "Set max_restarts" in text)}
+        fact: dict[str, Any] = {"suggestions": True, "retriable": not ("Set max_retries" in text or "Set max_restarts" in text)}
         for page, first in DOCS_PAGES.items():  # the page the suggestions link to moved in 2.57
             if page in text:
                 fact["docs_from"] = first
