@@ -1,15 +1,16 @@
-# Two commands for a new user: `make demo` and `make test`. Both set up .venv themselves.
+# Two commands for a new user: `make demo` and `make test`; two more for a contributor:
+# `make check` and `make test-quick`. Each sets up .venv itself.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean browser
+.PHONY: demo test test-quick check bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -17,6 +18,17 @@ demo: $(STAMP)
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest
+
+# The edit loop: stops at the first failure, and leaves out the tests marked slow (the
+# robustness sweep, the browser, big generated logs, many processes); `make test` runs them.
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -x -p no:cacheprovider -m 'not slow'
+
+# Lint, formatting and types; ruff and mypy read their settings from pyproject.toml.
+check: $(STAMP)
+	$(BIN)/ruff check oomlens tests bench
+	$(BIN)/ruff format --check oomlens tests bench
+	$(BIN)/mypy
 
 # Debian's Chromium for the HTML report's browser tests (Playwright drives it; never `playwright install`)
 browser:
