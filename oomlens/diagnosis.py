@@ -6,14 +6,14 @@ import functools
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import collector
 from .clock import ClockNote, settle
 from .correlate import Incident, component_of, correlate
-from .events import Clue, Event
+from .events import Clue, Event, copy_of, number
 from .kinds import Kinds, shipped
 from .remedies import detect_framework, detect_versions, evidence_text, remedies_for
 from .sources import Input
@@ -121,11 +121,10 @@ def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue], kinds:
     if unknown:  # a grammar made a kind no entry says the meaning of
         raise ValueError(f"event kind(s) {', '.join(unknown)} have no entry in the kinds table (data/kinds.toml or kinds given)")
     with collector.paused():
-        events = [replace(e, fields=dict(e.fields), sources=list(e.sources), copies=list(e.copies)) for e in events]
+        events = [copy_of(e) for e in events]
         clocks = settle(events, clues, inputs)
         ordered, incidents = correlate(events, clues, kinds)
-        for number, event in enumerate(ordered, 1):
-            event.id = f"e{number}"
+        number(ordered)
         text = evidence_text(events, clues)
         framework = detect_framework(text)
         diagnosis = Diagnosis(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .kinds import Kind, Kinds, shipped
@@ -203,13 +203,17 @@ def name_workers(events: list[Event], paths: list[str]) -> None:
 
 
 def fold(events: list[Event], kinds: Kinds | None = None) -> list[Event]:
-    """Fold reports of the same occurrence into one event with several sources: a kind's
+    """Fold reports of the same occurrence into one event with several sources (a new list;
+    the events given are left as they were): a kind's
     `identity` in data/kinds.toml says which reports are one occurrence.
 
     A report cut before the numbers that identify it (a paste, a log line that ends the
     message early) joins the nearest full report of its kind on the same node."""
     kinds = kinds if kinds is not None else shipped()
     folded = {name for name, kind in kinds.items() if kind.folded}  # others are never folded
+    # the events given stay as they were: a report takes in others on a copy (a few failures
+    # among tens of thousands of readings, which are never folded)
+    events = [copy_of(e) if e.kind in folded else e for e in events]
     kept = _fold_identical(events, kinds, folded)
     while len(again := _fold_identical(kept, kinds, folded)) < len(kept):  # a report that joined brought an identity an earlier report had
         kept = again
@@ -223,6 +227,19 @@ def fold(events: list[Event], kinds: Kinds | None = None) -> list[Event]:
         else:
             _absorb(home, event)
     return _fold_wrapped(result)
+
+
+def copy_of(event: Event) -> Event:
+    """An event a later stage may change without changing the one it was given: its own
+    fields, sources and copies (what folding, the clock and the correlator write to)."""
+    return replace(event, fields=dict(event.fields), sources=list(event.sources), copies=list(event.copies))
+
+
+def number(events: list[Event]) -> list[Event]:
+    """Number events e1, e2, ... in the order given: the ids the contract refers to them by."""
+    for n, event in enumerate(events, 1):
+        event.id = f"e{n}"
+    return events
 
 
 WRAPPED = "wrapped"  # the reason of a failure told only by the header of a caller's RayTaskError

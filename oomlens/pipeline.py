@@ -11,7 +11,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import collector
-from .events import Clue, Event, Source, fold, from_rows, name_workers, to_rows
+from .events import Clue, Event, Source, fold, from_rows, name_workers, number, to_rows
 from .grammars import Family, families
 from .layout import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
 from .registry import Registry
@@ -64,12 +64,6 @@ def _read(item: Input, events: list, reduction: Reduction | None = None, fams: t
         item.problems.extend(scanner.problems)
         if item.path != "-":
             stream.close()
-
-
-def number(events: list[Event]) -> list[Event]:
-    for i, event in enumerate(events, 1):
-        event.id = f"e{i}"
-    return events
 
 
 def analyze(

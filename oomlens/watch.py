@@ -22,7 +22,6 @@ naming its phase), it is printed again with `update: true`. Event ids are local 
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import os
 import re
@@ -247,8 +246,7 @@ class Watcher:
 
     def _correlate(self) -> list[dict[str, Any]]:
         ordered = sorted([*self.events.items(), *self.samples.items()], key=lambda item: item[0][:2])
-        # fold merges later reports into the first one seen (sources, facts): give it copies, these are kept for the next round
-        events = [dataclasses.replace(e, fields=dict(e.fields), sources=list(e.sources)) for _, e in ordered]
+        events = [e for _, e in ordered]  # fold and diagnose work on copies: these stay for the next round
         clues = [c for _, c in sorted(self.clues.items(), key=lambda item: item[0][:2])]
         diagnosis = diagnose([], fold(events), clues)
         lines = []

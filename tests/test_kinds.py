@@ -211,3 +211,26 @@ def test_kind_entries_are_plain_values():
     entry = read_kinds(KINDS)[0]
     assert isinstance(entry, Kind) and entry.marker == ("diamond-open", "#17becf") and entry.folded is False
     assert json.dumps(entry.summary)
+
+
+def test_folding_and_diagnosing_leave_the_events_they_are_given_as_they_were():
+    """One direction: `watch` diagnoses the same events again each round, a bot may too."""
+    import copy
+
+    from conftest import fixture_inputs
+
+    from oomlens.diagnosis import diagnose
+    from oomlens.events import Clue, Event, fold, to_rows
+    from oomlens.pipeline import read_input
+    from oomlens.sources import discover
+
+    for path in [p for p in fixture_inputs() if "ray2.60" in str(p)][:3]:
+        items = list(discover([str(path)]))
+        found = [x for item in items for x in read_input(item)]
+        events = [x for x in found if isinstance(x, Event)]
+        clues = [x for x in found if isinstance(x, Clue)]
+        before = copy.deepcopy(to_rows(events))
+        first = diagnose(items, fold(events), clues)
+        assert to_rows(events) == before, path
+        again = diagnose(items, fold(events), clues)
+        assert again.to_dict() == first.to_dict(), path
