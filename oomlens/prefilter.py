@@ -119,7 +119,7 @@ class Prefilter:
 
 def _compiled(hyperscan, patterns: list[str], flags: int):  # noqa: ANN001, ANN202 - the module, a hyperscan.Database
     """A block-mode database of `patterns`, kept compiled in the user's cache folder (as
-    lark keeps its parsers): compiling the triggers costs every process about 60 ms, loading
+    lark keeps its parsers): compiling the triggers costs every process about 90 ms, loading
     them well under one. A cache that cannot be read or written is only slower."""
     key = hashlib.sha256("\n".join([hyperscan.__version__, platform.machine(), str(flags), *patterns]).encode()).hexdigest()[:24]
     path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "oomlens" / f"hyperscan-{key}.db"
