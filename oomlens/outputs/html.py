@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..correlate import Incident
 from ..events import Event
 from ..kinds import Kinds
+from ..text import GIB, gib
 from ..timeline import Sample
 from .table import summary as event_summary
 
 if TYPE_CHECKING:
     from ..diagnosis import Diagnosis
 
-GIB = 1024**3
 MAX_POINTS = 2000  # per series: ~ one point per pixel column of a wide screen, min and max
 MARKERS_UP_TO = 200  # a series with more points is drawn as a line only (SVG markers cost)
 HOVER_LINES = 30  # lines of a raw block shown on hover; the table shows all of it
@@ -67,10 +67,6 @@ def script_json(data: Any) -> str:
     for char, escape in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(char, escape)
     return text
-
-
-def _gib(n: int | None) -> str:
-    return "?" if n is None else f"{n / GIB:.2f}"
 
 
 def _clock(time: str | None, inferred: bool = False) -> str:
@@ -291,12 +287,12 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
             orders.append([None] * len(spans["x"]))
     step_span = _span([x for xs_ in steps for x in xs_ if x is not None] + [axis.step_of(e.id) for e in placed if axis.step_of(e.id) is not None], False)
     order_span = _span([axis.order[s.event] for s in readings] + [axis.order[e.id] for e in placed], False)
-    for name, memory, gib, dash in _limits(diagnosis, readings):
+    for name, memory, level, dash in _limits(diagnosis, readings):
         fig.add_trace(
             go.Scatter(
-                x=span, y=[gib, gib], name=plain(name), legendgroup="limits", mode="lines",
+                x=span, y=[level, level], name=plain(name), legendgroup="limits", mode="lines",
                 line={"dash": dash, "color": "#d62728" if dash == "dash" else "#7f7f7f", "width": 1},
-                hovertext=[plain(f"{name}: {gib:.2f} GiB")] * 2, hoverinfo="text",
+                hovertext=[plain(f"{name}: {level:.2f} GiB")] * 2, hoverinfo="text",
             ),
             row=rows.index(memory) + 1, col=1,
         )
@@ -426,7 +422,7 @@ def _limits(diagnosis: Diagnosis, readings: list[Sample]) -> list[tuple[str, str
                 limits[name] = (name, "host", total * float(f["threshold"]), "dash")
     for s in readings:
         if s.memory == "gpu" and s.total_bytes:
-            name = f"GPU total {s.total_bytes / GIB:.2f} GiB" + (f" · node {s.node}" if s.node else "")
+            name = f"GPU total {gib(s.total_bytes)}" + (f" · node {s.node}" if s.node else "")
             limits[name] = (name, "gpu", s.total_bytes / GIB, "dot")
     return list(limits.values())
 
@@ -436,7 +432,7 @@ def _sample_hover(s: Sample, event: Event | None, place: Place | None = None) ->
     if event is not None and place is not None and place.inferred:
         when = f"between {_clock(event.time)} and {_clock(event.time_latest)} (its line prints no time)"
     lines = [
-        f"{_gib(s.bytes)} GiB {s.memory} {s.metric}" + (f" of {_gib(s.total_bytes)} GiB" if s.total_bytes else ""),
+        f"{gib(s.bytes)} {s.memory} {s.metric}" + (f" of {gib(s.total_bytes)}" if s.total_bytes else ""),
         s.label or "",
         " ".join(p for p in (f"pid {s.pid}" if s.pid is not None else "", s.process or "", f"node {s.node}" if s.node else "") if p),
         when,
@@ -467,7 +463,7 @@ def kill_figures(diagnosis: Diagnosis) -> list[tuple[Event, dict[str, Any]]]:
         colours = ["#d62728" if r["pid"] == culprit else "#ff7f0e" if r["pid"] in killed else "#4c78a8" for r in top]
         labels = [plain(f"pid {r['pid']} {_short(r.get('command'), 44)}") for r in top]
         hover = [
-            plain(f"pid {r['pid']}: {r.get('command') or '?'}") + f"<br>{_gib(r['bytes'])} GiB"
+            plain(f"pid {r['pid']}: {r.get('command') or '?'}") + f"<br>{gib(r['bytes'])}"
             + ("<br><b>blamed: the top memory user</b>" if r["pid"] == culprit else "") + ("<br>killed by Ray" if r["pid"] in killed else "")
             for r in top
         ]
@@ -542,11 +538,11 @@ def _incident_rows(incident: Incident) -> list[tuple[str, str]]:
     rows = [("Where", esc(", ".join(p for p in where if p) or "not shown") + f' — <a href="#event-{esc(root.id)}" class="src">{esc(_source(root))}</a>')]
     if incident.culprit:
         c = incident.culprit
-        rows.append(("Top memory user", esc(f"pid {c['pid']} {c['command']} {_gib(c['bytes'])} GiB")))
+        rows.append(("Top memory user", esc(f"pid {c['pid']} {c['command']} {gib(c['bytes'])}")))
     killed = root.fields.get("killed")
     if isinstance(killed, list) and killed:  # a kill report's victims (a raylet summary's is a count)
         k = killed[0]
-        rows.append(("Killed", esc(f"pid {k.get('pid')} {k.get('name') or ''}" + (f" ({_gib(k['bytes'])} GiB)" if k.get("bytes") else ""))))
+        rows.append(("Killed", esc(f"pid {k.get('pid')} {k.get('name') or ''}" + (f" ({gib(k['bytes'])})" if k.get("bytes") else ""))))
     if incident.phase:
         rows.append(("Surfaced during", esc(incident.phase)))
     if incident.trend:
