@@ -140,9 +140,8 @@ CLUE_KINDS = ("context", "setting", "clock")
 def to_rows(found: list[Event | Clue]) -> list[tuple]:
     """Events and clues as tuples of plain values: how they cross from the worker processes.
     Pickle writes and reads such a tuple without calling any code of ours; an object it
-    takes apart and rebuilds through calls, about twice as slow each way (25k events: 0.29 s
-    of pickling, 0.16 s now with from_rows). A clue's kind tells it from an event's; an
-    event's one source is not repeated."""
+    takes apart and rebuilds through calls, about twice as slow each way. A clue's kind
+    tells it from an event's; an event's one source is not repeated."""
     rows: list[tuple] = []
     for x in found:
         src = x.source
