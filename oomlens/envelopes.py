@@ -100,8 +100,14 @@ def _load_envelopes() -> tuple[re.Pattern[str], tuple[Envelope, ...]]:
     debris = re.compile("|".join(d["pattern"] for d in table["debris"]))
     envelopes = tuple(
         Envelope(
-            e["name"], e["first"], re.compile(with_times(e["pattern"])), e.get("stream", False), e.get("record", True),
-            tuple(e.get("sample", ())), e.get("writer"), e.get("added", False),
+            e["name"],
+            e["first"],
+            re.compile(with_times(e["pattern"])),
+            e.get("stream", False),
+            e.get("record", True),
+            tuple(e.get("sample", ())),
+            e.get("writer"),
+            e.get("added", False),
         )
         for e in table["envelope"]
     )

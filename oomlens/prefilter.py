@@ -53,9 +53,7 @@ class Prefilter:
     def _matches(self, data: bytes, pos: int, end: int) -> list[tuple[int, int]]:
         """(where it ends, pattern index) of every match in data[pos:end]."""
         found: list[tuple[int, int]] = []
-        self.database.scan(
-            memoryview(data)[pos:end], match_event_handler=lambda pattern, _from, to, _flags, _ctx: found.append((pos + to, pattern))
-        )
+        self.database.scan(memoryview(data)[pos:end], match_event_handler=lambda pattern, _from, to, _flags, _ctx: found.append((pos + to, pattern)))
         return found
 
     def spans(self, data: bytes, pos: int, end: int) -> list[tuple[int, int, int, int, set[int]]]:
@@ -130,9 +128,7 @@ def _compiled(hyperscan, patterns: list[str], flags: int):  # noqa: ANN001, ANN2
     except (OSError, hyperscan.error):
         pass
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    database.compile(
-        expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))), elements=len(patterns), flags=[flags] * len(patterns)
-    )
+    database.compile(expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))), elements=len(patterns), flags=[flags] * len(patterns))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}")

@@ -38,6 +38,7 @@ except ImportError:
         """The line breaks in data[start:end]: every byte read is counted once, for line numbers."""
         return data.count(b"\n", start, end)
 
+
 CHUNK = 4 << 20  # bytes read at a time
 OVERLAP = 4 << 10  # bytes of a piece of a long line read again with the next piece
 MAX_BLOCK = 256 << 10  # a block never spans more bytes than this
@@ -55,15 +56,17 @@ ANNOUNCED = r"(?m:^):(?:actor_name|task_name):"  # Ray's magic tokens in worker-
 # Byte sequences that are not UTF-8 (RFC 3629), each found within five bytes: a byte UTF-8
 # never uses, a continuation byte without its lead, a lead with too few or too many
 # continuation bytes, an overlong form, a surrogate, a code point past U+10FFFF.
-NOT_UTF8 = Prefilter([
-    r"[\xC0\xC1\xF5-\xFF]",
-    r"(?:^|[\x00-\x7F])[\x80-\xBF]",
-    r"[\xC2-\xDF](?:[^\x80-\xBF]|\z)",
-    r"[\xE0-\xEF][\x80-\xBF]?(?:[^\x80-\xBF]|\z)",
-    r"[\xF0-\xF4][\x80-\xBF]{0,2}(?:[^\x80-\xBF]|\z)",
-    r"[\xC2-\xDF][\x80-\xBF]{2}|[\xE0-\xEF][\x80-\xBF]{3}|[\xF0-\xF4][\x80-\xBF]{4}",
-    r"\xE0[\x80-\x9F]|\xED[\xA0-\xBF]|\xF0[\x80-\x8F]|\xF4[\x90-\xBF]",
-])
+NOT_UTF8 = Prefilter(
+    [
+        r"[\xC0\xC1\xF5-\xFF]",
+        r"(?:^|[\x00-\x7F])[\x80-\xBF]",
+        r"[\xC2-\xDF](?:[^\x80-\xBF]|\z)",
+        r"[\xE0-\xEF][\x80-\xBF]?(?:[^\x80-\xBF]|\z)",
+        r"[\xF0-\xF4][\x80-\xBF]{0,2}(?:[^\x80-\xBF]|\z)",
+        r"[\xC2-\xDF][\x80-\xBF]{2}|[\xE0-\xEF][\x80-\xBF]{3}|[\xF0-\xF4][\x80-\xBF]{4}",
+        r"\xE0[\x80-\x9F]|\xED[\xA0-\xBF]|\xF0[\x80-\x8F]|\xF4[\x90-\xBF]",
+    ]
+)
 
 
 @dataclass(slots=True)
@@ -194,7 +197,8 @@ class Scanner:
         self._stamp_pos = 0  # how far stamps have been looked for (offset in the data)
         self._stampless_to = -1  # no stamp stands between _stamp_pos and this offset (in the data)
         self._stampless_from = 0  # where the stretch without a stamp began, as far as lookups know (in the data)
-        self._after: tuple[int, int, Stamp | None, str | None] = (-1, -1, None, None)  # no stamp in [a, b); the one at b (None: none to the chunk's end), its line's node
+        # no stamp in [a, b); the one at b (None: none to the chunk's end), its line's node
+        self._after: tuple[int, int, Stamp | None, str | None] = (-1, -1, None, None)
         # unstamped events whose next stamp lies past the chunks read so far, held weakly: a
         # memory reading the reduction (reduce.py) let go needs no time after it
         self._open: list[weakref.ref[Event]] = []
@@ -421,9 +425,7 @@ class Scanner:
         source = Source(self.ctx.path, first, last)
         return [self._event(d, head, stamp, inferred, head.actor or actor, source, block.raw) for d in drafts]
 
-    def _event(
-        self, draft: dict, head: Line, stamp: Stamp | None, inferred: bool, actor: str | None, source: Source, raw: str
-    ) -> Event | Clue:
+    def _event(self, draft: dict, head: Line, stamp: Stamp | None, inferred: bool, actor: str | None, source: Source, raw: str) -> Event | Clue:
         fields = draft.get("fields", {})
         time = draft.get("time")
         if time is None and stamp is not None:

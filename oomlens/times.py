@@ -93,8 +93,7 @@ def _load_times() -> tuple[TimeLayout, ...]:
     from .data import load
 
     return tuple(
-        TimeLayout(t["name"], t["pattern"], t.get("anywhere", False), t.get("zone") == "utc", tuple(t.get("sample", ())))
-        for t in load("times.toml")["layout"]
+        TimeLayout(t["name"], t["pattern"], t.get("anywhere", False), t.get("zone") == "utc", tuple(t.get("sample", ()))) for t in load("times.toml")["layout"]
     )
 
 
