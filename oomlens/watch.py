@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .diagnosis import CONTRACT_VERSION, diagnose
-from .outputs.json import incident as contract_incident
 from .events import Clue, Event, Source, fold
+from .outputs.json import incident as contract_incident
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
 from .sources import ARCHIVE_NAMES, SNIFF, files_under, is_binary, node_in, role_of
 
