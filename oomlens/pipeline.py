@@ -14,8 +14,8 @@ from . import collector
 from .events import Clue, Event, Source, fold, from_rows, name_workers, number, to_rows
 from .grammars import Family, families
 from .layout import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
-from .registry import Registry
 from .reduce import BUCKETS, READING, Reduction, reduce_found, restore, restored
+from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
 from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, reopen
 from .times import YEAR, Stamp, first_stamp

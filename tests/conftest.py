@@ -22,6 +22,12 @@ def fixture_inputs() -> list[Path]:
     return sorted(REAL.glob("*.log")) + sorted(p for p in SESSIONS.iterdir() if p.is_dir()) + incidents
 
 
+def sample(values: list, ids: list[str] | None = None, every: int = 8) -> list:
+    """The parameters of a sweep over many fixtures: one in `every` runs in `make test-quick`,
+    the others are marked slow (`make test` runs them all)."""
+    return [pytest.param(v, id=ids[i] if ids else None, marks=() if i % every == 0 else pytest.mark.slow) for i, v in enumerate(values)]
+
+
 def lookup(event: dict[str, Any], path: str) -> Any:
     """`fields.x` first, then the event's own keys; dots walk into lists and dicts."""
     head, *rest = path.split(".")

@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from oomlens import analyze
-from oomlens import scan, sources
+from oomlens import analyze, scan, sources
 from oomlens.grammars import families
 from oomlens.pipeline import read_input
 from oomlens.scan import CHUNK, OVERLAP, FileContext, Scanner

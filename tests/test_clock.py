@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import re
 import shutil
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -95,7 +95,7 @@ def inputs_of(folder: Path) -> list[str]:
 
 
 def seconds(time: str) -> float:
-    return datetime.fromisoformat(time).replace(tzinfo=timezone.utc).timestamp()
+    return datetime.fromisoformat(time).replace(tzinfo=UTC).timestamp()
 
 
 def lead(diagnosis) -> float:
@@ -121,7 +121,7 @@ def in_order(diagnosis, before) -> None:  # noqa: ANN001 - two Diagnosis
 def moved_by(after, before, delta: float, name: str) -> None:  # noqa: ANN001 - two Diagnosis
     """Every time and interval end of `after` is the same event's in `before`, moved by `delta`."""
     assert len(after.events) == len(before.events), name
-    for a, b in zip(before.events, after.events):
+    for a, b in zip(before.events, after.events, strict=True):
         assert a.kind == b.kind, name
         for x, y in ((a.time, b.time), (a.time_latest, b.time_latest)):
             assert (x is None) == (y is None), (name, a.kind, x, y)
@@ -149,7 +149,7 @@ def test_a_whole_run_shifted_tells_the_same_story_shifted(name, tmp_path):
     for round_ in range(2):
         delta = rng.choice([1, -1]) * rng.randrange(60, 36 * 3600)  # whole seconds: some layouts print no fraction
         folder = tmp_path / f"r{round_}"
-        copy_shifted(INCIDENTS / name, folder, lambda path, line: (delta, None))
+        copy_shifted(INCIDENTS / name, folder, lambda path, line, delta=delta: (delta, None))
         after = analyze(*inputs_of(folder))
         assert story(after) == story(before), (name, delta)
         moved_by(after, before, delta, name)
@@ -227,7 +227,7 @@ def test_an_epoch_is_read_on_its_host_s_local_clock(seed, tmp_path):
     zone = rng.choice(range(-12 * 60, 14 * 60 + 1, 30)) * 60  # seconds east of UTC
     kill = datetime(2025, 1, 1) + timedelta(seconds=rng.randrange(0, 365 * 86400), milliseconds=117)
     abort = kill + timedelta(seconds=rng.randrange(1, 60))
-    epoch = int((abort - timedelta(seconds=zone)).replace(tzinfo=timezone.utc).timestamp())
+    epoch = int((abort - timedelta(seconds=zone)).replace(tzinfo=UTC).timestamp())
     logs = tmp_path / "logs"
     logs.mkdir()
     ms = lambda t: t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}"  # noqa: E731
@@ -244,10 +244,10 @@ def test_an_epoch_is_read_on_its_host_s_local_clock(seed, tmp_path):
 
 # -- every fixture: a time or an interval, inside the run's span; multi-node reports in order --
 
-from conftest import fixture_inputs  # noqa: E402
-from oomlens.times import STAMP_IN as _STAMP_IN, first_stamp, stamp_of_match  # noqa: E402
+from conftest import fixture_inputs, sample  # noqa: E402
 from oomlens.outputs import html as report  # noqa: E402
 from oomlens.sources import discover  # noqa: E402
+from oomlens.times import STAMP_IN as _STAMP_IN, first_stamp, stamp_of_match  # noqa: E402
 
 ALL = fixture_inputs()
 
@@ -269,7 +269,7 @@ def _first_and_last(path: str, year: int | None) -> list[float]:
     return [min(found), max(found)] if found else []
 
 
-@pytest.mark.parametrize("where", ALL, ids=[p.name if p.is_file() else p.parent.name + "/" + p.name for p in ALL])
+@pytest.mark.parametrize("where", sample(ALL, ids=[p.name if p.is_file() else p.parent.name + "/" + p.name for p in ALL]))
 def test_every_event_has_its_time_or_an_interval_inside_the_run(where):
     """An event's time is its own line's, or an interval between the stamps around it,
     whenever its file prints any time at all; and every time lies within the run's own span
@@ -297,7 +297,7 @@ def test_a_multi_node_report_shows_root_before_cascade_on_a_time_axis_with_skew_
     diagnosis = baseline(name)
     figure, note = report.timeline_figure(diagnosis)
     assert figure["layout"]["xaxis"]["type"] == "date"
-    marks = {i: x for t in figure["data"] if t.get("legendgroup") == "events" for i, x in zip(t["customdata"], t["x"])}
+    marks = {i: x for t in figure["data"] if t.get("legendgroup") == "events" for i, x in zip(t["customdata"], t["x"], strict=True)}
     for incident in diagnosis.incidents:
         root = marks[incident.root.id]
         for event in incident.cascade:

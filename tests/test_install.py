@@ -9,7 +9,11 @@ import subprocess
 import sys
 import venv
 
+import pytest
+
 from conftest import REAL, ROOT
+
+pytestmark = pytest.mark.slow  # builds a wheel and a venv
 
 
 def test_installed_wheel_parses_a_fixture_from_another_folder(tmp_path):

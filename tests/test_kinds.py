@@ -218,7 +218,6 @@ def test_folding_and_diagnosing_leave_the_events_they_are_given_as_they_were():
     import copy
 
     from conftest import fixture_inputs
-
     from oomlens.diagnosis import diagnose
     from oomlens.events import Clue, Event, fold, to_rows
     from oomlens.pipeline import read_input

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from conftest import REAL, SESSIONS, fixture_inputs
 from oomlens import analyze
-from oomlens.outputs import json as json_output
 from oomlens.cli import main
+from oomlens.outputs import json as json_output
 
 SESSION = str(SESSIONS / "ray2.60-b-rl-actor-oom")
 
@@ -66,6 +66,7 @@ def test_no_incident_says_so():
     assert "VERDICT     no OOM or crash found in these logs" in out
 
 
+@pytest.mark.slow
 def test_every_real_excerpt_renders_in_every_format():
     """No input may crash an output: a raylet summary root has a count, not a list, of kills."""
     for path in sorted(REAL.glob("*.log")):

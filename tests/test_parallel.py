@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import orjson
+import pytest
 
 from conftest import FIXTURES, SESSIONS
 from oomlens.pipeline import analyze
@@ -12,6 +13,7 @@ from oomlens.progress import Progress
 from oomlens.sources import Input
 
 
+@pytest.mark.slow
 def test_jobs_do_not_change_the_diagnosis():
     paths = [str(SESSIONS), str(FIXTURES / "incidents")]
     one = analyze(*paths, jobs=1).to_dict()

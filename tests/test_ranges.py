@@ -33,6 +33,7 @@ def big_log():
 
 @pytest.mark.parametrize("name", ["driver-console.log", "worker-0b3f4c1a5e8d7f2a9c6b1e4d3a2f5c8b7e6d9a1c4f3b2e5d8c7a6b9f-01000000-4242.out"])
 @pytest.mark.parametrize("jobs,budget", [(2, None), (3, None), (2, 64), (3, 1000)])
+@pytest.mark.slow
 def test_ranges_read_what_the_whole_file_reads(big_log, tmp_path, name, jobs, budget, monkeypatch):
     path = tmp_path / name
     path.write_bytes(big_log)
@@ -48,6 +49,7 @@ def test_ranges_read_what_the_whole_file_reads(big_log, tmp_path, name, jobs, bu
 
 
 @pytest.mark.parametrize("budget", [None, 4096, 300])
+@pytest.mark.slow
 def test_a_range_far_from_any_time_or_name_takes_them_from_before_it(tmp_path, monkeypatch, budget):
     """Megabytes of memory lines printing no time, after one stamped line and one announced
     actor: every range after the first lies far from both, and must still lend its events
@@ -55,7 +57,7 @@ def test_a_range_far_from_any_time_or_name_takes_them_from_before_it(tmp_path, m
     ranges keep the readings the whole file keeps (placed by line: no time of their own)."""
     rng = random.Random(3)
     lines = [b":actor_name:WorkerDict", b"[2026-11-22 03:37:10,001 I 1 1] start"]
-    for step in range(40000):
+    for _ in range(40000):
         alloc = b"%.*f" % (rng.randrange(0, 9), rng.uniform(1, 80))
         lines.append(b"Before state_dict() in sharding manager memory, memory allocated (GB): %s, memory reserved (GB): %s" % (alloc, repr(rng.uniform(1, 80)).encode()))
     lines.append(b"[2026-11-22 04:10:00,500 I 1 1] end")

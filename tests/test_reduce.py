@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -21,7 +21,7 @@ def readings(rng: random.Random, n: int) -> list[Event]:
     times printed with or without a zone, borrowed from an earlier line, or none; many in
     one second; sizes that climb, fall back and repeat; some lines with one size only."""
     files = [f"logs/worker-{i:02x}.out" for i in range(rng.randint(1, 4))] + ["driver-console.log"]
-    start = datetime(2025, 4, 2, rng.randrange(24), tzinfo=timezone.utc)
+    start = datetime(2025, 4, 2, rng.randrange(24), tzinfo=UTC)
     out, line, t = [], {f: 0 for f in files}, start
     for _ in range(n):
         path = rng.choice(files)
@@ -47,7 +47,7 @@ def reduce_all(events: list[Event], budget: int, parts: int, rng: random.Random)
     file are, or separate inputs), each with its own reduction, merged in a random order
     the way the pipeline merges them; the ids of the readings kept."""
     cuts = sorted(rng.sample(range(1, len(events)), parts - 1)) if parts > 1 else []
-    pieces = [events[a:b] for a, b in zip([0, *cuts], [*cuts, len(events)])]
+    pieces = [events[a:b] for a, b in zip([0, *cuts], [*cuts, len(events)], strict=True)]
     kept = []
     for piece in pieces:
         local = Reduction(budget)
@@ -115,7 +115,7 @@ def test_a_run_within_the_budget_keeps_every_reading():
 def test_a_steady_climb_stays_a_steady_climb():
     """A leak: one process's allocation rising line after line for a day. Reduced to a few
     buckets, what is kept still rises at every step (the growth the timeline looks for)."""
-    t0 = datetime(2025, 4, 2, tzinfo=timezone.utc)
+    t0 = datetime(2025, 4, 2, tzinfo=UTC)
     events = [
         Event("gpu_memory", Source("w.out", i + 1, i + 1), f"line {i}", (t0 + timedelta(seconds=7 * i)).isoformat(), pid=1,
               memory="gpu", fields={"label": "step", "allocated_bytes": GIB + i * 1000})
@@ -139,10 +139,11 @@ def long_run(path, seconds: int) -> None:
             )
 
 
+@pytest.mark.slow
 def test_the_command_says_how_many_readings_it_kept_and_keeps_all_on_request(tmp_path):
+    import orjson
     from click.testing import CliRunner
 
-    import orjson
     from oomlens.cli import main
 
     long_run(tmp_path / "driver.log", 30_000)
@@ -173,7 +174,7 @@ def test_epoch_seconds_reads_every_iso_form_as_datetime_does():
         zone = rng.choice(["", "Z", "+00:00", "+08:00", "-05:00", "+05:45", "-12:00", "+14:00"])
         text += zone
         expected = datetime.fromisoformat(text)
-        expected = expected if expected.tzinfo else expected.replace(tzinfo=timezone.utc)
+        expected = expected if expected.tzinfo else expected.replace(tzinfo=UTC)
         assert epoch_seconds(text) == math.floor(expected.timestamp()) == _whole(text), text  # the second it lies in
     for bad in ["2025-06-28T23:59:60", "2025-02-30T10:00:00", "2025-06-28T10:00", "not a time", "2025-13-01T00:00:00.5"]:
         assert epoch_seconds(bad) == _whole(bad)

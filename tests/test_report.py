@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, REAL, SESSIONS
+from conftest import FIXTURES, REAL, SESSIONS, sample
 from oomlens import analyze
 from oomlens.cli import main
-from oomlens.outputs import html as report
 from oomlens.kinds import shipped
+from oomlens.outputs import html as report
 
 INCIDENTS = FIXTURES / "incidents"
 
@@ -90,7 +90,7 @@ def failures(diagnosis) -> list:
     return [e for e in diagnosis.events if e.kind != "gpu_memory"]
 
 
-@pytest.fixture(scope="module", params=sorted(FIXTURE_INPUTS))
+@pytest.fixture(scope="module", params=sample(sorted(FIXTURE_INPUTS)))
 def rendered(request):
     diagnosis = analyze(str(FIXTURE_INPUTS[request.param]))
     return request.param, diagnosis, report.render(diagnosis)

@@ -17,8 +17,8 @@ import pytest
 
 from conftest import ROOT
 from oomlens import analyze
-from oomlens.outputs import html as report
 from oomlens.kinds import shipped
+from oomlens.outputs import html as report
 from test_report import FIXTURE_INPUTS, big_log, evil_log
 
 CHROMIUM = "/usr/bin/chromium"
@@ -30,6 +30,8 @@ OUTPUT = ROOT / "test-output"
 SEEDS = ("openrlhf-reward-model-host-oom", "cascade-kernel-oom-multinode", "ray2.60-b-rl-actor-oom", "easyr1-gpu-growth", "healthy-noisy-run")
 BIG = 25_000  # readings per metric of the synthetic long run
 LOAD_BUDGET_S = 15  # a long run's page must draw well within this on a 2-core machine
+
+pytestmark = pytest.mark.slow  # a browser starts, and a long run is drawn
 
 
 def _need(what: str) -> None:

@@ -19,6 +19,8 @@ HERE = Path(__file__).parent / "robustness"
 sys.path.insert(0, str(HERE))
 from ops import apply  # noqa: E402
 
+pytestmark = pytest.mark.slow  # thousands of cases: `make test` runs them, `make test-quick` does not
+
 TABLE = tomllib.loads((HERE / "transforms.toml").read_text(encoding="utf-8"))
 TRANSFORMS = {t["name"]: t for t in TABLE["transform"]}
 CHAINS = {c["name"]: [TRANSFORMS[s] for s in c["steps"]] for c in TABLE.get("chain", [])}

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 import io
+
+import pytest
 
 from conftest import expected_value, lookup
 from oomlens.events import Clue, Event, fold

@@ -6,8 +6,8 @@ from __future__ import annotations
 from oomlens.clock import settle
 from oomlens.correlate import one_clock
 from oomlens.events import GIB, Event, Source
-from oomlens.shapes import zeroed as _shape
 from oomlens.kinds import shipped
+from oomlens.shapes import zeroed as _shape
 from oomlens.timeline import Trends, samples
 
 

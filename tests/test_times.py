@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -62,7 +62,7 @@ WRITERS = {
     "Python logging": (lambda t, z: t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d} - verl.workers - INFO - x", False),
     "loguru": (lambda t, z: t.strftime("%Y-%m-%d %H:%M:%S.") + f"{t.microsecond // 1000:03d} | INFO     | m:f:1 - x", False),
     "RFC 3339 with zone": (_iso_zoned, True),
-    "docker -t": (lambda t, z: t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond:06d}123Z x", True),
+    "docker -t": (lambda t, z: t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond:06d}123Z x", True),
     "glog": (lambda t, z: t.strftime("E%m%d %H:%M:%S.") + f"{t.microsecond:06d}  4242 file.cc:12] x", False),
     "c10": (lambda t, z: t.strftime("[rank0]:[E%-m%d %H:%M:%S.") + f"{t.microsecond:06d}000 ProcessGroupNCCL.cpp:1] x", False),
     "vLLM": (lambda t, z: t.strftime("INFO %m-%d %H:%M:%S [core.py:1] x"), False),
@@ -79,7 +79,7 @@ def test_any_instant_in_any_zone_reads_back(writer):
     rng = random.Random(writer)
     for _ in range(200):
         zone = rng.choice(range(-12 * 60, 14 * 60 + 1, 30))
-        instant = datetime(2020, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=rng.uniform(0, 6 * 365 * 86400))
+        instant = datetime(2020, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.uniform(0, 6 * 365 * 86400))
         local = instant.astimezone(timezone(timedelta(minutes=zone)))
         line = write(local, zone)
         found = [last_stamp(line.encode(), 0, len(line))]
