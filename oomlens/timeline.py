@@ -14,8 +14,8 @@ import itertools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal, cast
 
 from .events import Event
 from .kinds import Kinds
@@ -60,7 +60,9 @@ def samples(events: list[Event], kinds: Kinds) -> list[Sample]:
     return [Sample(*reading) for reading in readings(events, kinds)]
 
 
-Reading = tuple  # a Sample's fields in their order, as a plain tuple
+# A Sample's fields in their order, as a plain tuple: (time, node, pid, process, rank, gpu,
+# memory, metric, bytes, total_bytes, label, event)
+Reading = tuple[str | None, str | None, int | None, str | None, int | None, int | None, str, str, int, int | None, str | None, str | None]
 
 
 def readings(events: list[Event], kinds: Kinds) -> list[Reading]:
@@ -208,10 +210,13 @@ def epoch(time: str) -> float:
     same times, tens of thousands of them in a long run (bounded: `oomlens watch` runs for days).
     A time without a zone (all of them, once clock.settle has run) is read as it stands,
     never in the zone of the machine oomlens runs on (its DST would move hours)."""
-    return datetime.fromisoformat(time).replace(tzinfo=timezone.utc).timestamp()
+    return datetime.fromisoformat(time).replace(tzinfo=UTC).timestamp()
 
 
-SERIES = ((1, "used"), (2, "allocated"))  # a memory line's sizes that form series, by column; the other readings are points in time
+# A memory line, as Trends keeps it: (seconds, used, allocated, total, label)
+Line = tuple[float | None, int | None, int | None, int | None, str | None]
+Column = Literal[1, 2]  # of a Line: used, allocated
+SERIES: tuple[tuple[Column, str], ...] = ((1, "used"), (2, "allocated"))  # a memory line's sizes that form series, by column; the other readings are points in time
 
 
 class Trends:
@@ -222,9 +227,9 @@ class Trends:
     and timed once; each incident then only cuts the series at its own time."""
 
     def __init__(self, events: list[Event], kinds: Kinds) -> None:
-        # (seconds, used, allocated, total, label) of each memory line, in event order
-        self.lines: list[tuple[float | None, int | None, int | None, int | None, str | None]] = []
-        self.by_source: dict[tuple, list[int]] = {}  # (memory, node, pid, rank, label) -> positions of its lines
+        self.lines: list[Line] = []  # of each memory line, in event order
+        # (memory, node, pid, rank, label) -> positions of its lines
+        self.by_source: dict[tuple[str, str | None, int | None, int | None, str | None], list[int]] = {}
         self.seen: dict[tuple[str, float | None], tuple[str | None, str | None]] = {}
         lines, by_source = self.lines, self.by_source
         last_time, t = None, None
@@ -254,25 +259,26 @@ class Trends:
 
     def _before(self, memory: str, end: float | None) -> tuple[str | None, str | None]:
         lines = self.lines
-        series = []  # ((node, pid, rank, label, metric), column, positions)
+        # ((node, pid, rank, label, metric), column, positions of the lines that have that column)
+        series: list[tuple[tuple[str | None, int | None, int | None, str | None, str], Column, list[int]]] = []
         for (kind, node, pid, rank, label), positions in self.by_source.items():
             if kind != memory:
                 continue
             if end is not None:
-                positions = [i for i in positions if lines[i][0] is None or lines[i][0] <= end]
+                positions = [i for i in positions if (t := lines[i][0]) is None or t <= end]
             for column, metric in SERIES:
                 if found := [i for i in positions if lines[i][column] is not None]:
                     series.append(((node, pid, rank, label, metric), column, found))
         series.sort(key=lambda item: item[2][0])  # in the order their first readings came
         for (_, _, _, label, metric), column, positions in series:
-            values = [lines[i][column] for i in positions]
+            values = cast("list[int]", [lines[i][column] for i in positions])  # positions hold only lines with that column
             # most series fall at one of their first readings: look no further
             if len(values) < GROWTH_STEPS or not all(a < b for a, b in itertools.pairwise(values)):
                 continue
             rise = values[-1] - values[0]
             if max(b - a for a, b in itertools.pairwise(values)) <= GROWTH_SHARE * rise and rise > GROWTH_MIN * values[-1]:
                 return "growth", f"{label or metric} rose at every reading: {' -> '.join(gib(v) for v in values[-6:])}"
-        by_process: dict[tuple, tuple[int, list[int]]] = {}
+        by_process: dict[tuple[str | None, int | None, int | None, str], tuple[Column, list[int]]] = {}
         for (node, pid, rank, _, metric), column, positions in series:
             by_process.setdefault((node, pid, rank, metric), (column, []))[1].extend(positions)
         for (_, _, _, metric), (column, positions) in by_process.items():
@@ -280,7 +286,8 @@ class Trends:
             for a, b in itertools.pairwise(positions):
                 (_, _, _, total_a, before), (_, _, _, total_b, after) = lines[a], lines[b]
                 total = total_b or total_a
-                if total and lines[b][column] - lines[a][column] > JUMP_MIN * total:
-                    phase = before.replace("Before ", "", 1) if (before or "").startswith("Before") else after
+                # positions hold only lines with that column (as series above): neither size is None
+                if total and lines[b][column] - lines[a][column] > JUMP_MIN * total:  # type: ignore[operator]
+                    phase = before.replace("Before ", "", 1) if before and before.startswith("Before") else after
                     return "jump", f"{phase or metric}: {gib(lines[a][column])} -> {gib(lines[b][column])} of {gib(total)} in one step"
         return None, None
