@@ -57,7 +57,7 @@ class Blocks:
         `cut`: the stream ends there without a line break."""
         self.end, self.cut_end = end, cut
 
-    def read(self, data: bytes, start: int, pos: int, fam: Family, lineno: int, reached: bool = False) -> tuple[int, Block, list[dict]] | None:
+    def read(self, data: bytes | bytearray, start: int, pos: int, fam: Family, lineno: int, reached: bool = False) -> tuple[int, Block, list[dict]] | None:
         """Gather and parse the block that starts on the line at `start`: where it ends, the
         block, and its drafts.
 
@@ -73,7 +73,7 @@ class Blocks:
             found = rejoined
         return found
 
-    def _gather(self, data: bytes, start: int, pos: int, fam: Family, lineno: int, unwrap: bool, reached: bool = False) -> tuple[int, Block, list[dict]] | None:
+    def _gather(self, data: bytes | bytearray, start: int, pos: int, fam: Family, lineno: int, unwrap: bool, reached: bool = False) -> tuple[int, Block, list[dict]] | None:
         """One reading of the block at `start`: its lines as written, or with the lines a
         terminal wrapped joined again (`unwrap`)."""
         first_raw, nxt, n_phys = _logical_line(data, start, self.end, unwrap)
@@ -185,10 +185,12 @@ def _next_record(fam: Family, text: str, after: int) -> re.Match[str] | None:
     return last
 
 
-def reach_back(data: bytes, start: int, fam: Family, floor: int) -> int:
+def reach_back(data: bytes | bytearray, start: int, fam: Family, floor: int) -> int:
     """Where a block begins whose start line follows lines it reaches back to (`//! back:`):
     the first of the lines just above `start`, none before `floor`, that match the family's
     back pattern, with at most two blank lines between them; `start` when there are none."""
+    back = fam.back
+    assert back is not None  # asked only for a family with a back pattern
     begin, cur, blanks = start, start, 0
     for _ in range(fam.max_lines - 1):
         if cur <= floor:
@@ -201,7 +203,7 @@ def reach_back(data: bytes, start: int, fam: Family, floor: int) -> int:
             blanks += 1
             if blanks > 2:
                 break
-        elif fam.back.match(text):
+        elif back.match(text):
             begin, blanks = prev, 0
         else:
             break
@@ -209,12 +211,12 @@ def reach_back(data: bytes, start: int, fam: Family, floor: int) -> int:
     return begin
 
 
-def _char_index(data: bytes, start: int, pos: int) -> int:
+def _char_index(data: bytes | bytearray, start: int, pos: int) -> int:
     """Index in the decoded line that starts at byte `start` of the byte offset `pos`."""
     return len(data[start:pos].decode("utf-8", "replace"))
 
 
-def _logical_line(data: bytes, pos: int, stop: int, unwrap: bool) -> tuple[str, int, int]:
+def _logical_line(data: bytes | bytearray, pos: int, stop: int, unwrap: bool) -> tuple[str, int, int]:
     """The line at `pos` of data[:stop], rejoined if a terminal hard-wrapped it at a fixed width.
 
     A wrapped paste has every segment exactly as wide as the terminal; the last segment

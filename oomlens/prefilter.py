@@ -50,13 +50,14 @@ class Prefilter:
     def usable(self) -> bool:
         return self.database is not None
 
-    def _matches(self, data: bytes, pos: int, end: int) -> list[tuple[int, int]]:
+    def _matches(self, data: bytes | bytearray, pos: int, end: int) -> list[tuple[int, int]]:
         """(where it ends, pattern index) of every match in data[pos:end]."""
         found: list[tuple[int, int]] = []
+        assert self.database is not None  # callers ask only a usable Prefilter
         self.database.scan(memoryview(data)[pos:end], match_event_handler=lambda pattern, _from, to, _flags, _ctx: found.append((pos + to, pattern)))
         return found
 
-    def spans(self, data: bytes, pos: int, end: int) -> list[tuple[int, int, int, int, set[int]]]:
+    def spans(self, data: bytes | bytearray, pos: int, end: int) -> list[tuple[int, int, int, int, set[int]]]:
         """(start, stop, first, last, patterns) of each run of lines of data[pos:end] holding a
         match, in order: where the run's first and last matches end (none ends sooner or
         later), and the indexes of the patterns that match there."""
@@ -74,19 +75,20 @@ class Prefilter:
                 found.append((lo, hi, stop, stop, {pattern}))
         return found
 
-    def any(self, data: bytes, pos: int, end: int) -> bool:
+    def any(self, data: bytes | bytearray, pos: int, end: int) -> bool:
         """Whether any pattern matches in data[pos:end] (the scan stops at the first match)."""
 
         def stop(*_match: object) -> bool:
             return True
 
+        assert self.database is not None  # callers ask only a usable Prefilter
         try:
             self.database.scan(memoryview(data)[pos:end], match_event_handler=stop)
         except self.terminated:
             return True
         return False
 
-    def first_end(self, data: bytes, pos: int, end: int) -> int | None:
+    def first_end(self, data: bytes | bytearray, pos: int, end: int) -> int | None:
         """Where the match that ends first in data[pos:end] ends, if there is one (the scan
         stops there: hyperscan reports matches in the order they end)."""
         found: list[int] = []
@@ -95,13 +97,14 @@ class Prefilter:
             found.append(pos + to)
             return True
 
+        assert self.database is not None  # callers ask only a usable Prefilter
         try:
             self.database.scan(memoryview(data)[pos:end], match_event_handler=stop)
         except self.terminated:
             pass
         return found[0] if found else None
 
-    def last_match(self, data: bytes, pos: int, end: int) -> tuple[int, int] | None:
+    def last_match(self, data: bytes | bytearray, pos: int, end: int) -> tuple[int, int] | None:
         """(start, end) of the match in data[pos:end] that ends last, if there is one; the
         start is known only for a Prefilter made with `starts` (else it is `pos`)."""
         last: list[tuple[int, int]] = [(pos, -1)]
@@ -110,6 +113,7 @@ class Prefilter:
             if stop >= last[0][1]:
                 last[0] = (start, stop)
 
+        assert self.database is not None  # callers ask only a usable Prefilter
         self.database.scan(memoryview(data)[pos:end], match_event_handler=keep)
         start, stop = last[0]
         return None if stop < 0 else (pos + start, pos + stop)
@@ -139,6 +143,6 @@ def _compiled(hyperscan, patterns: list[str], flags: int):  # noqa: ANN001, ANN2
     return database
 
 
-def _line_around(data: bytes, at: int, pos: int, end: int) -> tuple[int, int]:
+def _line_around(data: bytes | bytearray, at: int, pos: int, end: int) -> tuple[int, int]:
     """The line holding byte `at`, within data[pos:end], with its line break."""
     return max(pos, data.rfind(b"\n", pos, at) + 1), data.find(b"\n", at, end) + 1 or end

@@ -13,7 +13,7 @@ from __future__ import annotations
 import codecs
 import re
 import weakref
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -28,13 +28,13 @@ from .times import YEAR, Stamp, first_stamp, last_stamp_at, stampless_until
 try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
     from stringzilla import count as _count
 
-    def newlines(data: bytes, start: int, end: int) -> int:
+    def newlines(data: bytes | bytearray, start: int, end: int) -> int:
         """The line breaks in data[start:end]: every byte read is counted once, for line numbers."""
         return _count(data, "\n", start, end)
 
 except ImportError:
 
-    def newlines(data: bytes, start: int, end: int) -> int:
+    def newlines(data: bytes | bytearray, start: int, end: int) -> int:
         """The line breaks in data[start:end]: every byte read is counted once, for line numbers."""
         return data.count(b"\n", start, end)
 
@@ -107,7 +107,7 @@ class Trigger:
         self.lines = Prefilter([t for alts in alternatives for t in alts])
         self.reach = [_reach(t) for alts in alternatives for t in alts]  # of each trigger's longest match
 
-    def finditer(self, data: bytes, pos: int, end: int) -> Iterator[tuple[int, Family | None]]:
+    def finditer(self, data: bytes | bytearray, pos: int, end: int) -> Iterator[tuple[int, Family | None]]:
         """(offset, family) of each hit in data[pos:end]; the family is None where a worker
         file announces its actor or task."""
         if not self.lines.usable:
@@ -119,12 +119,13 @@ class Trigger:
             # reach before that: `re` starts there, not at the start of a long line
             starts: dict[int, int] = {}
             for p in patterns:
-                at = lo if self.reach[p] is None else max(lo, first - self.reach[p])
+                reach = self.reach[p]
+                at = lo if reach is None else max(lo, first - reach)
                 family = self.family_of[p]
                 starts[family] = min(starts.get(family, at), at)
             yield from self._hits(data, hi, last, starts)
 
-    def _hits(self, data: bytes, hi: int, last: int, starts: dict[int, int]) -> Iterator[tuple[int, Family | None]]:
+    def _hits(self, data: bytes | bytearray, hi: int, last: int, starts: dict[int, int]) -> Iterator[tuple[int, Family | None]]:
         """The hits RE2's alternation finds in a run of lines ending at `hi`, read with the
         regexes of just the families hyperscan saw there, each from where its matches may
         start (RE2's Python wrapper costs some 8 us a search, `re` on one family's literals
@@ -233,7 +234,7 @@ class Scanner:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def events(self, stream: BinaryIO) -> Iterator[Event]:
+    def events(self, stream: BinaryIO) -> Iterator[Event | Clue]:
         """Read the stream in chunks that end at a line break; scan each chunk.
 
         Memory stays bounded whatever the input: a line that runs on past MAX_LINE is
@@ -254,8 +255,9 @@ class Scanner:
                 if len(data) < kept + CHUNK:  # a long line or a deferred block is carried
                     data.extend(bytes(kept + CHUNK - len(data)))
                 try:
+                    # every stream given has readinto (a file, BytesIO, a raw stream); typing.BinaryIO does not declare it
                     with memoryview(data) as view:
-                        got = stream.readinto(view[kept : kept + CHUNK]) or 0
+                        got = stream.readinto(view[kept : kept + CHUNK]) or 0  # type: ignore[attr-defined]
                 except OSError as err:  # scan what was read before, then tell
                     got, failure = 0, err.with_traceback(None)  # its frames would still hold the buffer
                 end = kept + got
@@ -301,7 +303,7 @@ class Scanner:
             if self.owned is None:  # a range's counts are summed with its file's other ranges'
                 self.problems.extend(counted_problems(self._long_lines, self._bad_lines))
 
-    def _count_long_lines(self, data: bytes, end: int, base: int, eof: bool) -> None:
+    def _count_long_lines(self, data: bytes | bytearray, end: int, base: int, eof: bool) -> None:
         """Count the lines longer than MAX_LINE that end in data[:end] (or with the stream).
 
         No per-line Python: such a line holds a whole aligned block of MAX_LINE / 2 bytes
@@ -328,7 +330,7 @@ class Scanner:
         """Is offset `pos` of the buffer in this scan's own range (always, for a whole file)?"""
         return self.owned is None or self.owned[0] <= self._base + pos < self.owned[1]
 
-    def _check_utf8(self, data: bytes, end: int, line_base: int) -> None:
+    def _check_utf8(self, data: bytes | bytearray, end: int, line_base: int) -> None:
         """Count the lines of data[:end] that are not valid UTF-8.
 
         Hyperscan tells in one pass whether anything there may be invalid (decoding a
@@ -351,7 +353,7 @@ class Scanner:
                     self._bad_line = line
                 pos = data.find(b"\n", bad, end) + 1 or end
 
-    def _scan(self, data: bytes, begin: int, cut: int, end: int, line_base: int, eof: bool) -> Iterator[Event]:
+    def _scan(self, data: bytes | bytearray, begin: int, cut: int, end: int, line_base: int, eof: bool) -> Generator[Event | Clue, None, int]:
         """Scan the hits in data[begin:cut]; returns how many bytes were consumed (the rest is carried).
 
         A trigger starting before `cut` may end after it. A hit deep inside a long line
@@ -368,10 +370,10 @@ class Scanner:
         blocks: list[tuple[Block, list[dict], str | None]] = []  # with the actor announced before each
         carried = cut
         self._after = (-1, -1, None, None)
-        if self._open and (later := self._stamp_after(data, 0))[0] is not None:
+        if self._open and (after := self._stamp_after(data, 0))[0] is not None:
             for ref in self._open:  # events of earlier chunks: their next stamp came only now
-                if (event := ref()) is not None:
-                    self._set_latest(event, *later)
+                if (held := ref()) is not None:
+                    self._set_latest(held, after[0], after[1])
             self._open.clear()
         for pos, fam in self.trigger.finditer(data, begin, end):
             if pos >= cut:
@@ -403,10 +405,10 @@ class Scanner:
             self._stamp_before(data, carried)  # remember the context the next round cannot see
         for (block, drafts, actor), (stamp, node) in zip(blocks, stamps, strict=True):
             inferred = block.head.stamp is None
-            found = self._build(block, drafts, actor, stamp, inferred)
+            made = self._build(block, drafts, actor, stamp, inferred)
             if inferred:  # a line that prints no time lies between its neighbours' stamps
                 later, later_node = self._stamp_after(data, block.stop)
-                for event in found:
+                for event in made:
                     if isinstance(event, Event) and "time" not in event.fields:
                         if self.ctx.node is None:  # many nodes' lines: whose clock lent the time
                             event.stamp_nodes = (node, None)
@@ -414,7 +416,7 @@ class Scanner:
                             self._hold_open(event)
                         else:
                             self._set_latest(event, later, later_node)
-            yield from found
+            yield from made
         return carried
 
     def _build(self, block: Block, drafts: list[dict], actor: str | None, stamp: Stamp | None, inferred: bool) -> list[Event | Clue]:
@@ -457,7 +459,7 @@ class Scanner:
 
     # -- context around a hit -------------------------------------------------------------
 
-    def _stamp_after(self, data: bytes, pos: int) -> tuple[Stamp | None, str | None]:
+    def _stamp_after(self, data: bytes | bytearray, pos: int) -> tuple[Stamp | None, str | None]:
         """The time of the first stamped line at or after `pos` in this chunk (None when
         none stands before the chunk's end) and the node that line names. Hits come in
         order, so the answer for one hit holds for every hit up to that stamp: each byte is
@@ -479,12 +481,12 @@ class Scanner:
     def _set_latest(self, event: Event, stamp: Stamp, node: str | None) -> None:
         set_latest(event, stamp, node, self.ctx)
 
-    def _node_at(self, data: bytes, pos: int) -> str | None:
+    def _node_at(self, data: bytes | bytearray, pos: int) -> str | None:
         """The node that the Ray prefix of the line at `pos` names, in a file that holds
         lines of many nodes (a driver console): a borrowed time is on that node's clock."""
         return None if self.ctx.node is not None else node_of_line(data, pos, self._end)
 
-    def _stamp_before(self, data: bytes, start: int) -> tuple[Stamp | None, str | None]:
+    def _stamp_before(self, data: bytes | bytearray, start: int) -> tuple[Stamp | None, str | None]:
         """The time of the nearest stamped line before `start` in this file.
 
         Looked for in a window behind the hit that widens until a time turns up or it reaches
@@ -523,7 +525,7 @@ def counted_problems(long_lines: int, bad_lines: int) -> list[str]:
     return found
 
 
-def node_of_line(data: bytes, pos: int, end: int) -> str | None:
+def node_of_line(data: bytes | bytearray, pos: int, end: int) -> str | None:
     """The node the Ray prefix of the line holding `pos` names, if it names one."""
     start = _line_start(data, pos)
     m = PREFIX_IP.search(data, start, min(end, start + PREFIX_REACH))
@@ -593,7 +595,7 @@ def _local(stamp: Stamp) -> str:
     return text if stamp.millis is None else f"{text}.{stamp.millis:03d}"
 
 
-def announced(data: bytes, pos: int, end: int | None = None) -> str | None:
+def announced(data: bytes | bytearray, pos: int, end: int | None = None) -> str | None:
     """The name on the `:actor_name:` or `:task_name:` line (ANNOUNCED) at `pos` (of data[:end])."""
     end = len(data) if end is None else end
     stop = data.find(b"\n", pos, end)
@@ -601,11 +603,11 @@ def announced(data: bytes, pos: int, end: int | None = None) -> str | None:
     return line.split(b":", 2)[-1].decode("utf-8", "replace").strip() or None
 
 
-def _line_start(data: bytes, pos: int) -> int:
+def _line_start(data: bytes | bytearray, pos: int) -> int:
     return data.rfind(b"\n", 0, pos) + 1
 
 
-def _char_start(data: bytes, pos: int) -> int:
+def _char_start(data: bytes | bytearray, pos: int) -> int:
     """`pos` moved back to the first byte of the UTF-8 character it falls in."""
     for _ in range(3):
         if pos <= 0 or data[pos] & 0xC0 != 0x80:

@@ -63,19 +63,21 @@ def _zone(text: str | None) -> int | None:
 
 def stamp_of_groups(g: dict[str, str | None], utc: bool = False) -> Stamp | None:
     """The Stamp a time layout's named groups (data/times.toml) spell, or None if they hold none."""
-    if g.get("epoch"):
-        seconds = int(g["epoch"])
+    if epoch := g.get("epoch"):
+        seconds = int(epoch)
         millis = None
-        if len(g["epoch"]) > 10:
+        if len(epoch) > 10:
             seconds, millis = divmod(seconds, 1000)
         t = datetime.fromtimestamp(seconds, tz=UTC)
         return Stamp(t.year, t.month, t.day, t.hour, t.minute, t.second, millis, 0)
-    if g.get("h") is None:
+    if (hour := g.get("h")) is None:
         return None
-    month = MONTHS.get(g.get("mon") or "") or int(g["mo"])
-    year = int(g["y"]) if g.get("y") else None
+    # a layout that reads the hour reads the month (by name or number), day, minute and second
+    # too (data/times.toml; tests/test_times.py reads every layout's samples): none is None
+    month = MONTHS.get(g.get("mon") or "") or int(g["mo"])  # type: ignore[arg-type]
+    year = int(y) if (y := g.get("y")) else None
     zone = _zone(g.get("zone")) if g.get("zone") else (0 if utc else None)
-    return Stamp(year, month, int(g["d"]), int(g["h"]), int(g["mi"]), int(g["s"]), _ms(g.get("frac")), zone)
+    return Stamp(year, month, int(g["d"]), int(hour), int(g["mi"]), int(g["s"]), _ms(g.get("frac")), zone)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +127,13 @@ _STAMP_LINES = Prefilter([_STAMP_ANY.decode()], starts=True)
 _STAMP_ENDS = Prefilter([_STAMP_ANY.decode()])  # where a time ends only: no start to track, stops at the first
 
 
-def last_stamp(data: bytes, lo: int, hi: int) -> Stamp | None:
+def last_stamp(data: bytes | bytearray, lo: int, hi: int) -> Stamp | None:
     """The last wall-clock time standing in data[lo:hi], if any."""
     found = last_stamp_at(data, lo, hi)
     return None if found is None else found[0]
 
 
-def last_stamp_at(data: bytes, lo: int, hi: int) -> tuple[Stamp, int] | None:
+def last_stamp_at(data: bytes | bytearray, lo: int, hi: int) -> tuple[Stamp, int] | None:
     """The last wall-clock time standing in data[lo:hi] and where it starts, if any.
 
     Hyperscan tells where the last time in the span starts and ends, and `re` reads it
@@ -157,7 +159,7 @@ def last_stamp_at(data: bytes, lo: int, hi: int) -> tuple[Stamp, int] | None:
     return None if last is None else (stamp_of_match(last), last.start())
 
 
-def first_stamp(data: bytes, lo: int, hi: int) -> tuple[Stamp | None, int]:
+def first_stamp(data: bytes | bytearray, lo: int, hi: int) -> tuple[Stamp | None, int]:
     """The first wall-clock time in data[lo:hi] and where its line begins, or (None, hi).
 
     Searched in windows that end at line breaks and double in width: the next time is
@@ -184,7 +186,7 @@ def first_stamp(data: bytes, lo: int, hi: int) -> tuple[Stamp | None, int]:
 STAMP_AHEAD = 512  # bytes searched ahead for the next time at first
 
 
-def stampless_until(data: bytes, lo: int, hi: int) -> int:
+def stampless_until(data: bytes | bytearray, lo: int, hi: int) -> int:
     """How far from `lo` no wall-clock time stands whole in data[lo:hi]: to just short of
     where the first one ends, or to `hi` (a driver console prints none). Every match is
     taken: hyperscan does not promise to report them in order."""
@@ -205,5 +207,7 @@ def _stamp_of(text: bytes) -> Stamp:
     for regex, utc in _STAMP_READ:
         m = regex.fullmatch(text)
         if m is not None:
-            return stamp_of_groups({k: v.decode() for k, v in m.groupdict().items() if v is not None}, utc)
+            stamp = stamp_of_groups({k: v.decode() for k, v in m.groupdict().items() if v is not None}, utc)
+            assert stamp is not None  # every layout reads an hour or an epoch
+            return stamp
     raise ValueError(f"no time layout reads {text!r}")  # the alternation matched it: one of them does
