@@ -250,6 +250,8 @@ class Unwrapped(Layout):
     before every line after the wrap (`outer`), the widths are those of the lines beneath it,
     and a continued segment loses its copy of it as it joins the line it belongs to."""
 
+    inner: BinaryIO
+
     def __init__(self, inner: BinaryIO, width: int, outer: tuple[Envelope, ...] = ()) -> None:
         self.inner, self.width, self.outer = inner, width, outer
         self.pending: bytes | None = b""  # read, not decided: the last whole line and what follows it (None: all out)
@@ -328,13 +330,13 @@ class Reversed(Layout):
         return self.count + 1 - last, self.count + 1 - first
 
 
-def laid_out(stream: io.BufferedReader, item: Input) -> tuple[io.BufferedReader, Layout | None]:
+def laid_out(stream: BinaryIO, item: Input) -> tuple[BinaryIO, Layout | None]:
     """The stream as it was written, when its head shows it was turned round or hard-wrapped,
     and the layout that maps its lines back (None: the stream as it is)."""
     layout: Layout | None = None
     if not isinstance(stream, (io.BytesIO, io.BufferedReader)):  # raw: what a peek read would be lost with a failing read after it
         return stream, None
-    stream = io.BufferedReader(stream, LAYOUT_HEAD)  # type: ignore[arg-type]  # a head that large to peek at
+    stream = io.BufferedReader(stream, LAYOUT_HEAD)  # a head that large to peek at
     head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
     if newest_first(head):
         layout = Reversed(stream, item)

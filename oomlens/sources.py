@@ -28,7 +28,7 @@ import tarfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, Protocol, cast
 
 import zstandard
 
@@ -50,7 +50,8 @@ INFLATE_STEP = 1 << 18  # bytes of text asked of gzip at a time: its decoder kee
 NODE_HEAD = 1 << 16  # raylet.out names its node within its first lines
 SESSION_SKIP = ("runtime_resources", "sockets")  # beside a session's logs/: environments and sockets
 ARCHIVE_NAMES = (".tar", ".tar.gz", ".tgz", ".tar.zst")
-DECODE_ERRORS = (EOFError, OSError, zlib.error, inflate.error, tarfile.TarError, zstandard.ZstdError)
+# isal's stub declares `error` an exception (an instance); it is the class IsalError
+DECODE_ERRORS = (EOFError, OSError, zlib.error, cast("type[Exception]", inflate.error), tarfile.TarError, zstandard.ZstdError)
 
 WORKER = re.compile(r"^(?:python-core-worker|python-core-driver)-[0-9a-f]+_(\d+)(?:\.\d+)?\.log$")
 WORKER_OUT = re.compile(r"^(?:io_)?worker-[0-9a-f]+(?:-[0-9a-f]+)?-(\d+)(?:\.\d+)?\.(?:out|err)(?:\.\d+)?$")
@@ -327,7 +328,8 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO]) -> Iterator[Input]:
             folder, base = posixpath.split(member.name)
             role, pid = role_of(base)
             item = Input(name, role, pid, node=_nearest(nodes, folder))
-            stream = text_stream(io.BufferedReader(Limited(reader, item, "archive member"), NODE_HEAD), item)
+            # the reader is an ExFileObject, a BufferedReader (read1 is what Limited reads); typeshed says IO[bytes]
+            stream = text_stream(io.BufferedReader(Limited(cast(io.BufferedReader, reader), item, "archive member"), NODE_HEAD), item)
             head = stream.peek(NODE_HEAD)
             node = node_in(head) if base == "raylet.out" else None
             if node is not None:
@@ -422,22 +424,40 @@ def text_stream(raw: BinaryIO, item: Input) -> io.BufferedReader:
     """`raw` as a peekable stream of text bytes: decompressed when it starts like gzip or zstd.
 
     Problems met while decompressing (a cut, a bomb) go to `item`."""
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    # a stream not buffered yet has readinto (a raw file, BytesIO); typing.BinaryIO does not declare it
+    buffered: io.BufferedReader = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
     magic = buffered.peek(4)[:4]
     if magic.startswith(GZIP_MAGIC):
         counted = Counting(buffered)
         return io.BufferedReader(Limited(Gunzip(counted), item, "gzip", counted, INFLATE_STEP))
     if magic.startswith(ZSTD_MAGIC):
         counted = Counting(buffered)
-        reader = zstandard.ZstdDecompressor().stream_reader(counted, read_across_frames=True)
+        # zstandard's stub asks for IO[bytes]: the reader calls only read()
+        reader = zstandard.ZstdDecompressor().stream_reader(counted, read_across_frames=True)  # type: ignore[arg-type]
         return io.BufferedReader(Limited(reader, item, "zstd", counted))
     return buffered
+
+
+class _Closable(Protocol):
+    def close(self) -> object: ...
+
+
+class _Reads(_Closable, Protocol):
+    """What Counting and Gunzip read from: a buffered file, or a Counting."""
+
+    def read(self, size: int = ..., /) -> bytes: ...
+
+
+class _Reads1(_Closable, Protocol):
+    """What Limited reads from: an archive member, a Gunzip, zstandard's reader."""
+
+    def read1(self, size: int = ..., /) -> bytes: ...
 
 
 class Wrapping(io.RawIOBase):
     """A readable raw stream over another one, which it closes with itself."""
 
-    inner: BinaryIO
+    inner: _Closable
 
     def readable(self) -> bool:
         return True
@@ -451,7 +471,9 @@ class Wrapping(io.RawIOBase):
 class Counting(Wrapping):
     """Counts the compressed bytes a decompressor has consumed."""
 
-    def __init__(self, inner: BinaryIO) -> None:
+    inner: _Reads
+
+    def __init__(self, inner: _Reads) -> None:
         self.inner = inner
         self.count = 0
 
@@ -469,7 +491,9 @@ class Gunzip(Wrapping):
     member's CRC and length are still checked. Zero padding after a member ends the stream,
     as gzip allows; any other bytes there must start a new member."""
 
-    def __init__(self, inner: BinaryIO) -> None:
+    inner: _Reads
+
+    def __init__(self, inner: _Reads) -> None:
         self.inner = inner
         self.member = inflate.decompressobj(31)
         self.pending = b""  # compressed bytes read but not yet given to the decoder
@@ -505,7 +529,9 @@ class Limited(Wrapping):
     Reads fill the caller's buffer from small reads of the inner stream, so little or
     nothing of what comes before a cut is lost with it (tarfile drops a whole request)."""
 
-    def __init__(self, inner: BinaryIO, item: Input, codec: str, compressed: Counting | None = None, step: int = STEP) -> None:
+    inner: _Reads1
+
+    def __init__(self, inner: _Reads1, item: Input, codec: str, compressed: Counting | None = None, step: int = STEP) -> None:
         self.inner, self.item, self.codec, self.compressed, self.step = inner, item, codec, compressed, step
         self.total = 0
         self.stopped = False
@@ -514,7 +540,7 @@ class Limited(Wrapping):
         filled = 0
         while filled < len(buffer) and not self.stopped:
             try:
-                data = self.inner.read1(min(self.step, len(buffer) - filled))  # type: ignore[attr-defined]
+                data = self.inner.read1(min(self.step, len(buffer) - filled))
             except DECODE_ERRORS as err:
                 self._stop(f"{self.codec} data cut or damaged after {self.total} bytes: {err}")
                 break
