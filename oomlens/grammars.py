@@ -47,7 +47,6 @@ from lark.exceptions import LarkError, UnexpectedInput
 
 from .shapes import MAX_SHAPES, NUMBER_RUN, numbers_and_shape
 
-
 DIRECTIVE = re.compile(r"^//!\s*(\w+):\s?(.*)$")
 
 
@@ -101,9 +100,10 @@ class Family:
     def parse(self, text: str) -> tuple[list[dict[str, Any]], bool]:
         """Parse one block into event drafts; the flag is False when only a prefix parsed."""
         if self.reduce is not None and "\n" not in text and (head := self.reduce.match(text)):
-            text = " ".join([head.group(0), *(m.group(0) for m in self.keep.finditer(text, head.end()))])
+            # family() sets reduce only together with keep: no check of keep per block
+            text = " ".join([head.group(0), *(m.group(0) for m in self.keep.finditer(text, head.end()))])  # type: ignore[union-attr]
         if self.shapes is not None and "\n" not in text:
-            drafts, complete = self._parse_shape(text)
+            drafts, complete = self._parse_shape(text, self.shapes)
         else:
             tree, complete = parse_prefix(self.parser, text)
             drafts = [] if tree is None else self.transformer.transform(tree)
@@ -119,19 +119,20 @@ class Family:
         return drafts, complete
 
 
-    def _parse_shape(self, text: str) -> tuple[Any, bool]:
+    def _parse_shape(self, text: str, shapes: dict[str, tuple[Any, bool]]) -> tuple[Any, bool]:
         """Parse once per line shape and reuse the tree, its numbers read again from each
         line: memory lines come by the hundred thousand. A shape is the line with every
         number (any width, sign, fraction or exponent) written as one `0`, so a metric that
         prints `-1.2e-05` on one step and `0.37` on the next keeps its shape; each number
-        goes back into the token that held its place, by its order in the line."""
+        goes back into the token that held its place, by its order in the line. `shapes` is
+        the family's shape cache."""
         numbers, shape = numbers_and_shape(text)
-        cached = self.shapes.get(shape)
+        cached = shapes.get(shape)
         if cached is None:
-            if len(self.shapes) >= MAX_SHAPES:
-                self.shapes.clear()
+            if len(shapes) >= MAX_SHAPES:
+                shapes.clear()
             tree, complete = parse_prefix(self.parser, shape)
-            cached = self.shapes[shape] = (None if tree is None else self._compile(tree, shape), complete)
+            cached = shapes[shape] = (None if tree is None else self._compile(tree, shape), complete)
         plan, complete = cached
         if plan is None or not complete:  # a cut line: its own parse, its own prefix
             tree, complete = parse_prefix(self.parser, text)
@@ -151,20 +152,22 @@ class Family:
         starts = [a for a, _ in places]
 
         def expression(node: Any) -> str:
-            if isinstance(node, Token) and (node.start_pos is None or node.end_pos is None):
-                if "0" in node:  # where it stood is not known: its numbers cannot be put back
-                    raise SyntaxError("a token without its place")
-            elif isinstance(node, Token):
-                first = bisect.bisect_left(starts, node.start_pos)
-                inside = [i for i in range(first, bisect.bisect_left(starts, node.end_pos)) if places[i][1] <= node.end_pos]
-                if len(inside) == 1 and places[inside[0]] == (node.start_pos, node.end_pos):
-                    return f"read(numbers, {inside[0]}, {str(node.type)!r})"  # the token is the number
-                if inside:
-                    spans = [(a - node.start_pos, b - node.start_pos) for a, b in (places[i] for i in inside)]
-                    ends = [0] + [b for _, b in spans]
-                    pieces = [str(node)[ends[k] : a] for k, (a, _) in enumerate(spans)] + [str(node)[ends[-1] :]]
-                    names[f"k{len(names)}"] = (tuple(pieces), tuple(inside))
-                    return f"fill(numbers, k{len(names) - 1}, {str(node.type)!r})"
+            if isinstance(node, Token):
+                start, end = node.start_pos, node.end_pos
+                if start is None or end is None:
+                    if "0" in node:  # where it stood is not known: its numbers cannot be put back
+                        raise SyntaxError("a token without its place")
+                else:
+                    first = bisect.bisect_left(starts, start)
+                    inside = [i for i in range(first, bisect.bisect_left(starts, end)) if places[i][1] <= end]
+                    if len(inside) == 1 and places[inside[0]] == (start, end):
+                        return f"read(numbers, {inside[0]}, {str(node.type)!r})"  # the token is the number
+                    if inside:
+                        spans = [(a - start, b - start) for a, b in (places[i] for i in inside)]
+                        ends = [0] + [b for _, b in spans]
+                        pieces = [str(node)[ends[k] : a] for k, (a, _) in enumerate(spans)] + [str(node)[ends[-1] :]]
+                        names[f"k{len(names)}"] = (tuple(pieces), tuple(inside))
+                        return f"fill(numbers, k{len(names) - 1}, {str(node.type)!r})"
             if not isinstance(node, Tree):
                 names[f"k{len(names)}"] = node
                 return f"k{len(names) - 1}"
@@ -196,7 +199,7 @@ class _Refilled(str):
     def fill(cls, numbers: list[str], template: tuple[tuple[str, ...], tuple[int, ...]], type_: str) -> _Refilled:
         """A token with numbers inside other text (a label that counts something)."""
         pieces, which = template
-        text = pieces[0] + "".join(numbers[i] + piece for i, piece in zip(which, pieces[1:]))
+        text = pieces[0] + "".join(numbers[i] + piece for i, piece in zip(which, pieces[1:], strict=True))
         refilled = cls(text)
         refilled.type = type_
         return refilled
