@@ -238,7 +238,7 @@ def _lead_with_the_one_the_caller_saw(incident: Incident) -> None:
     """When a dead peer takes its whole job down, Ray reports many deaths within seconds.
     The one the caller saw (reported most often, with its class) leads; its peers follow."""
     t = seconds(incident.root)
-    peers = [e for e in incident.cascade if e.kind == incident.root.kind and (t is None or seconds(e) is None or abs(seconds(e) - t) <= SKEW_S)]
+    peers = [e for e in incident.cascade if e.kind == incident.root.kind and (t is None or (s := seconds(e)) is None or abs(s - t) <= SKEW_S)]
     best = max([incident.root, *peers], key=lambda e: (len(e.sources), e.actor is not None))
     if best is not incident.root:
         incident.cascade.remove(best)

@@ -106,7 +106,9 @@ class Diagnosis:
 
 def fingerprint(incident: Incident, framework: str | None) -> str:
     """Stable across runs and across pids, IPs and times: what failed, where, in what."""
-    phase = re.match(r"[\w.]*", incident.phase or "").group(0).rsplit(".", 1)[-1]
+    word = re.match(r"[\w.]*", incident.phase or "")
+    assert word is not None  # the pattern matches any text, if only its empty start
+    phase = word.group(0).rsplit(".", 1)[-1]
     key = "|".join([incident.root.kind, incident.component or "", phase, framework or "", incident.memory or ""])
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
@@ -182,7 +184,7 @@ def summary(incident: Incident, kinds: Kinds) -> str:
     if root.time_inferred or root.time is None:  # its line prints no time: say what is known, no more
         early, late = (t.replace("T", " ") if t else None for t in (root.time, root.time_latest))
         at = f" between {early} and {late}" if early and late else f" after {early}" if early else f" before {late}" if late else ""
-    told = {"pid": root.pid, "actor": root.actor, "rank": root.rank, "gpu": root.gpu, "node": root.node, "method": root.method}
+    told: dict[str, Any] = {"pid": root.pid, "actor": root.actor, "rank": root.rank, "gpu": root.gpu, "node": root.node, "method": root.method}
     told.update((k, v) for k, v in root.fields.items() if k not in told or v is not None)
     told.update(at=at, on_node=f" on node {root.node}" if root.node else "", fields=root.fields)
     return render(kinds[root.kind].summary, told)

@@ -196,7 +196,7 @@ def name_workers(events: list[Event], paths: list[str]) -> None:
     for event in events:
         if event.pid is None and event.fields.get("worker_id") in pids:
             event.pid = pids[event.fields["worker_id"]]
-        for worker in event.fields.get("killed") if isinstance(event.fields.get("killed"), list) else []:
+        for worker in killed if isinstance(killed := event.fields.get("killed"), list) else []:
             if isinstance(worker, dict) and worker.get("pid") is None and worker.get("worker_id") in pids:
                 worker["pid"] = pids[worker["worker_id"]]
 
@@ -333,10 +333,10 @@ def _identity(event: Event, kind: Kind) -> tuple | None:
 def seconds(time: str) -> float:
     """Seconds of an ISO time; one printed without a zone is read as it stands (as if UTC),
     never in the zone of the machine oomlens runs on."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     t = datetime.fromisoformat(time)
-    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
 
 
 def _zoned(time: str) -> bool:

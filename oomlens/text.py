@@ -58,7 +58,7 @@ SPECS: dict[str, Callable[[Any], str]] = {
 _PART = re.compile(r"\{(\w+)(?::(\w+))?\}|\[([^\[\]]*)\]")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compile_template(template: str) -> tuple[Any, ...]:
     """A template as pieces: text, (name, spec), or a group (a tuple of alternatives, each
     pieces). Raises ValueError on an unknown spec or an unbalanced bracket."""

@@ -82,9 +82,9 @@ def frame(diagnosis: Diagnosis) -> pandas.DataFrame:
     columns = {}
     for name, dtype in FRAME_COLUMNS.items():
         if dtype == "datetime64[ns]":
-            columns[name] = pd.to_datetime(pd.Series(rows[name], dtype="object"), format="ISO8601").astype(dtype)
+            columns[name] = pd.to_datetime(pd.Series(rows[name], dtype="object"), format="ISO8601").astype("datetime64[ns]")
         elif dtype == "category":
-            columns[name] = pd.Series(rows[name], dtype=pd.CategoricalDtype(categories[name]))
+            columns[name] = pd.Series(rows[name], dtype=pd.CategoricalDtype(list(categories[name])))
         else:
             columns[name] = pd.Series(rows[name], dtype=dtype)
     return pd.DataFrame(columns)

@@ -193,7 +193,7 @@ class Axis:
             if event.kind in diagnosis.kinds.memory_lines and event.fields.get("step") is not None:
                 last = event.fields["step"]
             if last is not None:
-                self.step[event.id] = last
+                self.step[event.id or ""] = last  # as step_of looks it up
         self.within: dict[str, float] = {}  # event id -> its place in its interval, 0..1, by log order
         sharing: dict[tuple[str, str], list[Event]] = {}
         for event in diagnosis.events:
@@ -218,7 +218,8 @@ class Axis:
             return Place(_shown(e.time))
         early, late = e.time, e.time_latest
         if early is None or late is None:  # one end only (or none): the point stands there
-            return Place(_shown(early or late), inferred=True) if early or late else None
+            end = early or late
+            return Place(_shown(end), inferred=True) if end else None
         a, b = datetime.fromisoformat(early), datetime.fromisoformat(late)
         at = a + (b - a) * self.within.get(e.id or "", 0.5)
         return Place(_shown(at.isoformat(timespec="milliseconds")), (at - a).total_seconds() * 1000, (b - at).total_seconds() * 1000, True)
@@ -257,7 +258,7 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.06,
         row_heights=[heights[r] for r in rows], subplot_titles=[titles[r] for r in rows],
     )
-    xs = [axis.of_sample(s).x for s in readings] + [axis.of_event(e).x for e in placed]
+    xs = _xs([axis.of_sample(s) for s in readings] + [axis.of_event(e) for e in placed])  # all placed: none is None
     span = _span(xs, axis.by_time)
     steps: list[list[Any]] = []  # each trace's x on the training-step axis, in trace order
     orders: list[list[Any]] = []  # and in log order
@@ -271,7 +272,7 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
                 x=_xs(places), y=[round(s.bytes / GIB, 4) for s in points],
                 name=plain(one.name), legendgroup=one.memory, mode="lines+markers" if len(points) <= MARKERS_UP_TO else "lines",
                 marker=_marker(places),
-                hovertext=[_sample_hover(s, by_id.get(s.event), p) for s, p in zip(points, places)], hoverinfo="text",
+                hovertext=[_sample_hover(s, by_id.get(s.event), p) for s, p in zip(points, places, strict=True)], hoverinfo="text",
                 customdata=[s.event for s in points],
             ),
             row=row, col=1,
@@ -308,7 +309,7 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
                 go.Scatter(
                     x=_xs(places), y=[kinds.label(kind)] * len(of_kind), name=kinds.label(kind),
                     legendgroup="events", mode="markers",
-                    marker={"symbol": symbol, "color": colour, "size": 12, "line": {"width": 1}, "opacity": [0.45 if p.inferred else 1.0 for p in places]},
+                    marker={"symbol": symbol, "color": colour, "size": 12, "line": {"width": 1}, "opacity": [0.45 if p is not None and p.inferred else 1.0 for p in places]},
                     hovertext=[_event_hover(e, kinds) for e in of_kind], hoverinfo="text", customdata=[e.id for e in of_kind],
                 ),
                 row=row, col=1,
@@ -343,7 +344,7 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         notes.append(f"{left_out} failure event(s) have no time and are only in the table below.")
     if unplaced := len(all_readings) - len(readings):
         notes.append(f"{unplaced} memory reading(s) have no time (no stamp before or after them in their file) and are not drawn.")
-    if any(axis.of_event(e).inferred for e in [*placed, *(by_id[s.event] for s in readings)]):
+    if any((p := axis.of_event(e)) is not None and p.inferred for e in [*placed, *(by_id[s.event] for s in readings)]):
         notes.append("Hollow points are on lines that print no time: each lies between the stamps before and after it in its file"
                      " (the grey segment), lines that share those stamps spread over it in log order.")
     if after_last := sum(1 for s in readings if by_id[s.event].time_latest is None and (by_id[s.event].time_inferred or by_id[s.event].time is None)):
@@ -364,7 +365,7 @@ def _intervals(places: list[Place | None], ys: list[float]) -> dict[str, Any] | 
     stamp before it to the stamp after it (one trace: segments apart by gaps)."""
     xs: list[Any] = []
     levels: list[Any] = []
-    for place, y in zip(places, ys):
+    for place, y in zip(places, ys, strict=True):
         if place is not None and (place.minus or place.plus):
             middle = datetime.fromisoformat(place.x)
             xs += [str(middle - timedelta(milliseconds=place.minus)), str(middle + timedelta(milliseconds=place.plus)), None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ..diagnosis import Diagnosis
 from ..events import Event
@@ -12,7 +13,7 @@ from ..text import render as write
 
 def summary(event: Event, kinds: Kinds) -> str:
     """The key numbers of an event in one short phrase: its kind's `details` (data/kinds.toml)."""
-    told = {"pid": event.pid, "gpu": event.gpu, "rank": event.rank, "node": event.node}
+    told: dict[str, Any] = {"pid": event.pid, "gpu": event.gpu, "rank": event.rank, "node": event.node}
     told.update((k, v) for k, v in event.fields.items() if k not in told or v is not None)
     told["fields"] = event.fields
     entry = kinds.get(event.kind)

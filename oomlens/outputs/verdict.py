@@ -8,6 +8,7 @@ from ..diagnosis import Diagnosis
 from ..events import Event
 from ..text import gib
 
+
 def _clock(time: str | None) -> str:
     return time[11:19] if time else "?"
 
