@@ -39,7 +39,18 @@ METRIC_NAMES = [
     f"{group}/{name}"
     for group, names in {
         "actor": ["entropy", "pg_loss", "pg_clipfrac", "ppo_kl", "grad_norm", "lr", "kl_loss", "kl_coef", "pg_clipfrac_lower"],
-        "critic": ["score/mean", "score/max", "score/min", "rewards/mean", "rewards/max", "advantages/mean", "advantages/min", "returns/mean", "vf_loss", "vf_clipfrac"],
+        "critic": [
+            "score/mean",
+            "score/max",
+            "score/min",
+            "rewards/mean",
+            "rewards/max",
+            "advantages/mean",
+            "advantages/min",
+            "returns/mean",
+            "vf_loss",
+            "vf_clipfrac",
+        ],
         "response_length": ["mean", "max", "min", "clip_ratio"],
         "prompt_length": ["mean", "max", "min", "clip_ratio"],
         "timing_s": ["gen", "reshard", "ref", "values", "adv", "update_critic", "update_actor", "step", "testing", "save_checkpoint"],
@@ -186,7 +197,9 @@ def driver_line(rng: random.Random, step: int, unique: bool = False) -> str:
         pid = rng.randrange(4000, 4032)
         return prefix(rng, "WorkerDict", pid, NODES[(pid - 4000) // WORKERS_PER_NODE]) + sharding_line(rng, unique) + repeated(rng)
     if kind < 0.9:
-        return prefix(rng, "WorkerDict", rng.randrange(4000, 4032), rng.choice(NODES)) + f"wandb: Syncing run qwen2.5-7b-grpo-{rng.randrange(9)}" + repeated(rng)
+        return (
+            prefix(rng, "WorkerDict", rng.randrange(4000, 4032), rng.choice(NODES)) + f"wandb: Syncing run qwen2.5-7b-grpo-{rng.randrange(9)}" + repeated(rng)
+        )
     full, eighths = divmod(step * 80 // 1000, 8)
     bar = (BAR[0] * full + (BAR[eighths] if eighths else "")).ljust(10)
     return f"Training Progress: {step * 100 // 1000:3d}%|{bar}| {step}/1000 [{rng.randrange(24)}:{rng.randrange(60):02d}:{rng.randrange(60):02d}<12:00:00, 43.2s/it]"
@@ -196,9 +209,11 @@ def driver_line(rng: random.Random, step: int, unique: bool = False) -> str:
 
 
 def oom_kill(pid: int, node: str, stamp: str) -> list[str]:
-    top = [f"{pid}\t61.20\tray::WorkerDict.actor_rollout_generate_sequences"] + [
-        f"{pid + i}\t{58 - i:.2f}\tray::WorkerDict.actor_rollout_generate_sequences" for i in range(1, 8)
-    ] + ["2233\t0.54\tray::TaskRunner.run", "1200\t0.21\t/usr/bin/python3 -m ray.util.client.server"]
+    top = (
+        [f"{pid}\t61.20\tray::WorkerDict.actor_rollout_generate_sequences"]
+        + [f"{pid + i}\t{58 - i:.2f}\tray::WorkerDict.actor_rollout_generate_sequences" for i in range(1, 8)]
+        + ["2233\t0.54\tray::TaskRunner.run", "1200\t0.21\t/usr/bin/python3 -m ray.util.client.server"]
+    )
     return [
         f"[{stamp} I 3100 3100] (raylet) node_manager.cc:2767: Killing worker with task Type=ACTOR_TASK, Language=PYTHON, task_name=WorkerDict.actor_rollout_generate_sequences",
         "",
@@ -269,9 +284,14 @@ def generate(out: Path, size_mb: int, seed: int, unique: bool = False) -> dict:
     files.append((out / "driver-console.log", "driver", 2233, 0))
     files.append((out / f"node-{NODES[3]}" / "dmesg.log", "dmesg", 0, 0))
     share = {"worker": 0.85 / (len(NODES) * WORKERS_PER_NODE), "raylet": 0.05 / len(NODES), "driver": 0.10, "err": 0.0, "dmesg": 0.0}
-    victim = {"oom": 4000 + WORKERS_PER_NODE + 2, "cuda": (4000 + 2 * WORKERS_PER_NODE + 5, 2 * WORKERS_PER_NODE + 5),
-              "nccl": (4003, 3), "kernel": 4000 + 3 * WORKERS_PER_NODE + 6, "death": 4000 + 3 * WORKERS_PER_NODE + 6,
-              "kv": 4000 + 1}
+    victim = {
+        "oom": 4000 + WORKERS_PER_NODE + 2,
+        "cuda": (4000 + 2 * WORKERS_PER_NODE + 5, 2 * WORKERS_PER_NODE + 5),
+        "nccl": (4003, 3),
+        "kernel": 4000 + 3 * WORKERS_PER_NODE + 6,
+        "death": 4000 + 3 * WORKERS_PER_NODE + 6,
+        "kv": 4000 + 1,
+    }
     planted = [
         {"kind": "ray_oom_kill", "pid": victim["oom"], "node": NODES[1]},
         {"kind": "cuda_oom", "pid": victim["cuda"][0], "gpu": victim["cuda"][1]},
@@ -292,8 +312,10 @@ def generate(out: Path, size_mb: int, seed: int, unique: bool = False) -> dict:
             step += 1
             second += 1
             line = (
-                worker_line(rng, rank, step, unique) if kind == "worker"
-                else raylet_line(rng, pid, second) if kind == "raylet"
+                worker_line(rng, rank, step, unique)
+                if kind == "worker"
+                else raylet_line(rng, pid, second)
+                if kind == "raylet"
                 else driver_line(rng, size * 1000 // target, unique)  # training runs its 1000 steps over the file
             )
             lines.append(line)
@@ -312,7 +334,7 @@ def generate(out: Path, size_mb: int, seed: int, unique: bool = False) -> dict:
             if pid == victim["kv"]:
                 lines += kv_cache_error()
         if kind == "dmesg":
-            lines = [f"[{1823000 + i}.{rng.randrange(10**6):06d}] audit: type=1400 audit({i}): apparmor=\"DENIED\" operation=\"open\"" for i in range(300)]
+            lines = [f'[{1823000 + i}.{rng.randrange(10**6):06d}] audit: type=1400 audit({i}): apparmor="DENIED" operation="open"' for i in range(300)]
             lines[150:150] = kernel_oom(victim["kernel"])
         data = ("\n".join(lines) + "\n").encode()
         if path.name.endswith(".gz"):

@@ -73,7 +73,9 @@ class Blocks:
             found = rejoined
         return found
 
-    def _gather(self, data: bytes | bytearray, start: int, pos: int, fam: Family, lineno: int, unwrap: bool, reached: bool = False) -> tuple[int, Block, list[dict]] | None:
+    def _gather(
+        self, data: bytes | bytearray, start: int, pos: int, fam: Family, lineno: int, unwrap: bool, reached: bool = False
+    ) -> tuple[int, Block, list[dict]] | None:
         """One reading of the block at `start`: its lines as written, or with the lines a
         terminal wrapped joined again (`unwrap`)."""
         first_raw, nxt, n_phys = _logical_line(data, start, self.end, unwrap)

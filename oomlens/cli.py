@@ -44,11 +44,10 @@ def _leave(code: int) -> NoReturn:
     raise SystemExit(code)
 
 
-jobs_option = click.option(
-    "--jobs", "-j", type=click.IntRange(min=1), default=None, help="processes reading files [default: one per core]"
-)
+jobs_option = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="processes reading files [default: one per core]")
 readings_option = click.option(
-    "--all-readings", is_flag=True,
+    "--all-readings",
+    is_flag=True,
     help="keep every memory reading; by default a long run's are reduced to the first, last, lowest and highest "
     "of each stretch of each series, so memory stays flat (each input's `readings` says how many were kept)",
 )
@@ -76,9 +75,12 @@ def _diagnose(paths: tuple[str, ...], jobs: int | None, all_readings: bool = Fal
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
-    "--format", "fmt", type=click.Choice(["table", "json", "jsonl", "markdown"]), default="table", show_default=True,
-    help="table for people; json is the version-1 contract; jsonl is one event per line; "
-    "markdown is a summary to paste into a GitHub issue.",
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "jsonl", "markdown"]),
+    default="table",
+    show_default=True,
+    help="table for people; json is the version-1 contract; jsonl is one event per line; markdown is a summary to paste into a GitHub issue.",
 )
 @jobs_option
 @readings_option

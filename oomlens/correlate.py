@@ -330,8 +330,7 @@ def _explain_ray_kill(incident: Incident, context: Context, kind: Kind) -> None:
         incident.component = component_of(culprit["command"][5:])
         share = culprit["bytes"] / f["node_used_bytes"] if f.get("node_used_bytes") else None
         incident.evidence.append(
-            f"top memory user: pid {culprit['pid']} {culprit['command']} {gib(culprit['bytes'])}"
-            + (f" ({share:.0%} of node memory in use)" if share else "")
+            f"top memory user: pid {culprit['pid']} {culprit['command']} {gib(culprit['bytes'])}" + (f" ({share:.0%} of node memory in use)" if share else "")
         )
         incident.confidence = 0.9 if incident.component else 0.6
     elif victim and victim.get("bytes") and f.get("node_used_bytes") and victim["bytes"] >= 0.3 * f["node_used_bytes"]:
@@ -374,9 +373,7 @@ def _explain_kernel(incident: Incident, context: Context, kind: Kind) -> None:
     """The kernel names only a 15-character comm; Ray's report of the same pid's death, or
     the caller's traceback, says which actor and method it was."""
     f = incident.root.fields
-    incident.evidence.append(
-        f"the Linux OOM killer killed pid {f.get('pid')} ({f.get('process')}), anon-rss {gib(f.get('anon_rss_bytes'))}"
-    )
+    incident.evidence.append(f"the Linux OOM killer killed pid {f.get('pid')} ({f.get('process')}), anon-rss {gib(f.get('anon_rss_bytes'))}")
     incident.component = incident.root.component
     for death in incident.cascade:
         if death.kind == "ray_worker_died" and death.pid == f.get("pid") and death.component:

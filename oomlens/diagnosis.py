@@ -129,9 +129,7 @@ def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue], kinds:
         number(ordered)
         text = evidence_text(events, clues)
         framework = detect_framework(text)
-        diagnosis = Diagnosis(
-            inputs, ordered, incidents, framework=framework, versions=detect_versions(text, events), clues=clues, clocks=clocks, kinds=kinds
-        )
+        diagnosis = Diagnosis(inputs, ordered, incidents, framework=framework, versions=detect_versions(text, events), clues=clues, clocks=clocks, kinds=kinds)
         for incident in incidents:
             incident.fingerprint = fingerprint(incident, framework)
             diagnosis.remedies[incident.id or ""] = remedies_for(incident, framework, clues, text)

@@ -149,10 +149,32 @@ def to_rows(found: list[Event | Clue]) -> list[tuple]:
             rows.append((x.kind, src.path, src.line, src.end_line, x.fields, x.time, x.pid, x.actor, x.node))
             continue
         sources = None if len(x.sources) == 1 and x.sources[0] is src else [(s.path, s.line, s.end_line) for s in x.sources]
-        rows.append((
-            x.kind, src.path, src.line, src.end_line, x.text, x.time, x.time_inferred, x.node, x.pid, x.actor,
-            x.method, x.rank, x.gpu, x.component, x.memory, x.fields, sources, x.id, x.time_latest, x.time_printed, x.copies, x.stamp_nodes,
-        ))
+        rows.append(
+            (
+                x.kind,
+                src.path,
+                src.line,
+                src.end_line,
+                x.text,
+                x.time,
+                x.time_inferred,
+                x.node,
+                x.pid,
+                x.actor,
+                x.method,
+                x.rank,
+                x.gpu,
+                x.component,
+                x.memory,
+                x.fields,
+                sources,
+                x.id,
+                x.time_latest,
+                x.time_printed,
+                x.copies,
+                x.stamp_nodes,
+            )
+        )
     return rows
 
 
@@ -166,10 +188,27 @@ def from_rows(rows: list[tuple]) -> list[Event | Clue]:
             continue
         kind, path, line, end_line, text, time, inferred, node, pid, actor, method, rank, gpu, component, memory, fields, sources, id_, *clock = row
         source = Source(path, line, end_line)
-        found.append(Event(
-            kind, source, text, time, inferred, node, pid, actor, method, rank, gpu, component, memory, fields,
-            [source] if sources is None else [Source(*s) for s in sources], id_, *clock,
-        ))
+        found.append(
+            Event(
+                kind,
+                source,
+                text,
+                time,
+                inferred,
+                node,
+                pid,
+                actor,
+                method,
+                rank,
+                gpu,
+                component,
+                memory,
+                fields,
+                [source] if sources is None else [Source(*s) for s in sources],
+                id_,
+                *clock,
+            )
+        )
     return found
 
 
@@ -263,7 +302,6 @@ def _fold_wrapped(events: list[Event]) -> list[Event]:
         else:
             home.sources.extend(src for src in event.sources if src not in home.sources)
     return result
-
 
 
 def _nearest(event: Event, full: list[Event]) -> Event | None:

@@ -118,7 +118,6 @@ class Family:
                 draft.setdefault("fields", {})["truncated"] = True
         return drafts, complete
 
-
     def _parse_shape(self, text: str, shapes: dict[str, tuple[Any, bool]]) -> tuple[Any, bool]:
         """Parse once per line shape and reuse the tree, its numbers read again from each
         line: memory lines come by the hundred thousand. A shape is the line with every

@@ -216,7 +216,10 @@ def epoch(time: str) -> float:
 # A memory line, as Trends keeps it: (seconds, used, allocated, total, label)
 Line = tuple[float | None, int | None, int | None, int | None, str | None]
 Column = Literal[1, 2]  # of a Line: used, allocated
-SERIES: tuple[tuple[Column, str], ...] = ((1, "used"), (2, "allocated"))  # a memory line's sizes that form series, by column; the other readings are points in time
+SERIES: tuple[tuple[Column, str], ...] = (
+    (1, "used"),
+    (2, "allocated"),
+)  # a memory line's sizes that form series, by column; the other readings are points in time
 
 
 class Trends:

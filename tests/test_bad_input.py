@@ -44,7 +44,10 @@ def cli(*args: str, stdin: bytes | None = None, **kw) -> subprocess.CompletedPro
     """Run `oomlens parse ... --format json`; it must never hang or show a traceback."""
     run = subprocess.run(
         [sys.executable, "-m", "oomlens", "parse", *args, "--format", "json"],
-        input=stdin, capture_output=True, timeout=60, **kw,
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        **kw,
     )
     run.stdout, run.stderr = run.stdout.decode(), run.stderr.decode()
     assert "Traceback" not in run.stderr, run.stderr
@@ -101,14 +104,16 @@ def test_only_binary_input_exits_1_with_one_clear_line(tmp_path):
 def test_invalid_utf8_lines_are_counted_and_still_parsed(tmp_path):
     long_bad = b"x" * (3 << 20)  # one line, two bad bytes far apart: counted once
     long_bad = long_bad[:1000] + b"\xff" + long_bad[1000 : 2 << 20] + b"\xfe" + long_bad[2 << 20 :]
-    data = b"".join([
-        b"caf\xe9 latin-1\n",
-        summary(4).rstrip(b"\n") + b" \xff\n",
-        "valid UTF-8 stays quiet: h\u00e9llo \u2713 \U0001f600\n".encode(),
-        "\u00e9".encode() * (3 << 19) + b"\n",  # a 3 MiB valid line of 2-byte characters
-        long_bad + b"\n",
-        b"ok\n",
-    ])
+    data = b"".join(
+        [
+            b"caf\xe9 latin-1\n",
+            summary(4).rstrip(b"\n") + b" \xff\n",
+            "valid UTF-8 stays quiet: h\u00e9llo \u2713 \U0001f600\n".encode(),
+            "\u00e9".encode() * (3 << 19) + b"\n",  # a 3 MiB valid line of 2-byte characters
+            long_bad + b"\n",
+            b"ok\n",
+        ]
+    )
     (tmp_path / "mixed.log").write_bytes(data)
     diagnosis = analyze(str(tmp_path / "mixed.log"))
     item = diagnosis.inputs[0]
@@ -124,9 +129,7 @@ def test_invalid_utf8_lines_are_counted_and_still_parsed(tmp_path):
 def test_valid_utf8_is_not_reported():
     s = Scanner(FileContext("x"), one_family())
     data = ("\u00e9\u4e2d\U0001f600 " * 700_000 + "\n").encode() * 3  # multi-byte characters across every cut
-    assert list(s.events(io.BytesIO(data))) == [] and s.problems == [
-        "3 line(s) longer than 1 MiB: scanned in pieces of that size"
-    ]
+    assert list(s.events(io.BytesIO(data))) == [] and s.problems == ["3 line(s) longer than 1 MiB: scanned in pieces of that size"]
 
 
 # -- long lines ---------------------------------------------------------------------------
@@ -161,7 +164,9 @@ def test_200mb_line_bounded_memory_and_trigger_found(tmp_path):
     the reading loop, not the speed of the other families' triggers."""
     run = subprocess.run(
         [sys.executable, "-c", LONG_LINE, str(tmp_path / "long.log"), TRIGGER],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
@@ -200,9 +205,7 @@ def test_truncated_gz_parses_everything_before_the_cut(tmp_path):
     diagnosis = analyze(str(tmp_path / "raylet.out.gz"))
     item = diagnosis.inputs[0]
     assert item.bytes == len(readable) and item.lines == complete + 1
-    assert item.problems == [
-        f"gzip data cut or damaged after {len(readable)} bytes: Compressed file ended before the end-of-stream marker was reached"
-    ]
+    assert item.problems == [f"gzip data cut or damaged after {len(readable)} bytes: Compressed file ended before the end-of-stream marker was reached"]
     assert killed(diagnosis.events)[:complete] == list(range(1, complete + 1))
 
 
@@ -322,9 +325,7 @@ def test_empty_folder_alone_exits_1(tmp_path):
         f"oomlens: {tmp_path}: empty folder: nothing to read",
         f"oomlens: nothing could be read from {tmp_path}",
     ]
-    assert json.loads(run.stdout)["inputs"] == [
-        {"path": str(tmp_path), "role": "other", "bytes": 0, "lines": 0, "problems": ["empty folder: nothing to read"]}
-    ]
+    assert json.loads(run.stdout)["inputs"] == [{"path": str(tmp_path), "role": "other", "bytes": 0, "lines": 0, "problems": ["empty folder: nothing to read"]}]
 
 
 def test_empty_folder_beside_a_readable_file_exits_0(tmp_path):

@@ -85,7 +85,9 @@ def story(diagnosis) -> tuple:
     """What must not change: the verdict, and each incident's root and cascade kinds."""
     v = diagnosis.verdict or {}
     return (
-        v.get("component"), v.get("memory"), v.get("root_kind"),
+        v.get("component"),
+        v.get("memory"),
+        v.get("root_kind"),
         [(i.root.kind, i.root.pid, sorted(e.kind for e in i.cascade)) for i in diagnosis.incidents],
     )
 
@@ -233,9 +235,7 @@ def test_an_epoch_is_read_on_its_host_s_local_clock(seed, tmp_path):
     ms = lambda t: t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}"  # noqa: E731
     (logs / "raylet.out").write_text(RAYLET.format(kill=ms(kill)))
     (logs / "worker-11761f9a71a291fae4e4c0c7a5e6c469bd1700e910c0536ff2918ac7-01000000-895499.err").write_text(ERR.format(epoch=epoch))
-    (logs / "python-core-worker-11761f9a71a291fae4e4c0c7a5e6c469bd1700e910c0536ff2918ac7_895499.log").write_text(
-        CORE.format(abort=ms(abort), epoch=epoch)
-    )
+    (logs / "python-core-worker-11761f9a71a291fae4e4c0c7a5e6c469bd1700e910c0536ff2918ac7_895499.log").write_text(CORE.format(abort=ms(abort), epoch=epoch))
     diagnosis = analyze(str(tmp_path))
     watchdog = next(e for e in diagnosis.events if e.kind == "watchdog_timeout")
     assert watchdog.time is None and watchdog.time_latest == abort.replace(microsecond=0).isoformat()

@@ -9,10 +9,7 @@ import pytest
 from oomlens import analyze, parse_text
 from oomlens.correlate import component_of
 
-OOM = (
-    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of "
-    "79.25 GiB of which 1.02 GiB is free."
-)
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of 79.25 GiB of which 1.02 GiB is free."
 
 
 def verdict_of(text: str, tmp_path) -> str | None:
@@ -93,8 +90,5 @@ def test_an_optimizer_frame_names_training_only_when_nothing_else_does(tmp_path)
         "    adamw(\n"
     )
     assert verdict_of(f"Traceback (most recent call last):\n{frames}{OOM}\n", tmp_path) == "actor_train"
-    critic = (
-        '  File "/verl/verl/workers/fsdp_workers.py", line 1321, in update_critic\n'
-        "    metrics = self.critic.update_critic(data=data)\n"
-    )
+    critic = '  File "/verl/verl/workers/fsdp_workers.py", line 1321, in update_critic\n    metrics = self.critic.update_critic(data=data)\n'
     assert verdict_of(f"Traceback (most recent call last):\n{critic}{frames}{OOM}\n", tmp_path) == "critic"

@@ -45,9 +45,7 @@ def test_verl_rollout_worker_forwarded_to_the_trainer_console():
     f = event.fields
     # printed by the trainer (main_task pid 2396241); the remote-task header below the OOM
     # names the process that ran out: WorkerDict pid 2396579 in actor_rollout_generate_sequences
-    assert (event.pid, event.actor, event.method, event.gpu, event.source.line) == (
-        2396579, "WorkerDict", "actor_rollout_generate_sequences", 0, 3
-    )
+    assert (event.pid, event.actor, event.method, event.gpu, event.source.line) == (2396579, "WorkerDict", "actor_rollout_generate_sequences", 0, 3)
     assert f["requested_bytes"] == size(5.22, GIB)
     assert f["total_bytes"] == size(23.69, GIB)
     assert f["free_bytes"] == size(1.18, GIB)
@@ -189,10 +187,7 @@ def test_look_alikes(text):
 
 
 def test_stamped_worker_line_gives_time_and_same_report_from_two_files_folds():
-    line = (
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total capacity of "
-        "79.15 GiB of which 301.00 MiB is free."
-    )
+    line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total capacity of 79.15 GiB of which 301.00 MiB is free."
     events = parse(f"2025-06-01 10:00:00,000 - ERROR - trainer - {line}\n(WorkerDict pid=42) {line}\n")
     assert len(events) == 1
     assert events[0].time == "2025-06-01T10:00:00.000"
@@ -234,15 +229,10 @@ def test_nccl_warn_and_dist_backend_error_in_the_err_file_and_the_console_are_on
     diagnosis = analyze(str(logs), str(tmp_path / "driver.log"))
     (event,) = diagnosis.events
     assert (event.kind, event.pid, event.rank, event.fields["cuda_error_code"]) == ("cuda_oom", 41234, 5, 2)
-    assert sorted((s.path.rsplit("/", 1)[-1][:6], s.line) for s in event.sources) == [
-        ("driver", 1), ("driver", 6), ("worker", 1), ("worker", 6)
-    ]
+    assert sorted((s.path.rsplit("/", 1)[-1][:6], s.line) for s in event.sources) == [("driver", 1), ("driver", 6), ("worker", 1), ("worker", 6)]
     assert len(diagnosis.incidents) == 1 and diagnosis.verdict["component"] == "actor_train"
 
 
 def test_numberless_failures_of_two_processes_stay_two():
-    text = (
-        "(WorkerDict pid=11) RuntimeError: CUDA error: out of memory\n"
-        "(WorkerDict pid=12) RuntimeError: CUDA error: out of memory\n"
-    )
+    text = "(WorkerDict pid=11) RuntimeError: CUDA error: out of memory\n(WorkerDict pid=12) RuntimeError: CUDA error: out of memory\n"
     assert [e.pid for e in parse(text)] == [11, 12]

@@ -32,9 +32,7 @@ def test_a_cut_keeps_what_came_before_and_guesses_no_number(path, tmp_path):
         cut.write_bytes(raw[:at])
         found = analyze(str(cut)).events
         for event in found:  # every number read is one the whole text has
-            assert any(
-                w.kind == event.kind and all(numbers(w).get(k) == v for k, v in numbers(event).items()) for w in whole
-            ), (at, event.kind, numbers(event))
+            assert any(w.kind == event.kind and all(numbers(w).get(k) == v for k, v in numbers(event).items()) for w in whole), (at, event.kind, numbers(event))
         complete_lines = raw[:at].count(b"\n")
         for w in whole:  # nothing wholly before the cut is lost
             if w.source.end_line < complete_lines:

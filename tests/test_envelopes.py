@@ -122,7 +122,7 @@ def test_no_envelope_eats_message_text():
         "torch.OutOfMemoryError: CUDA out of memory.",
         "10.0.0.1:6379: connection refused",
         "1.5: half",
-        "  File \"/x/y.py\", line 12, in f",
+        '  File "/x/y.py", line 12, in f',
         "3 Workers (tasks / actors) killed due to memory pressure (OOM)",
     ]:
         assert peel(text).text == text

@@ -47,9 +47,7 @@ def test_dmesg_T_with_comma_grouped_sizes():
     assert (kill.source.line, kill.source.end_line) == (5, 6)
 
 
-@pytest.mark.parametrize(
-    "name", ["036_verl_472.log", "037_openrlhf_305.log", "039_oneshotrlvr_14.log", "072_raydiscuss_10958.log", "081_easyr1_300.log"]
-)
+@pytest.mark.parametrize("name", ["036_verl_472.log", "037_openrlhf_305.log", "039_oneshotrlvr_14.log", "072_raydiscuss_10958.log", "081_easyr1_300.log"])
 def test_rays_generic_oom_killer_hint_is_no_kill(name):
     assert kills(REAL / name) == []
 
@@ -86,13 +84,16 @@ def test_rhel_uid_wording_and_syslog_envelope():
 
 
 def test_each_kill_of_a_grep_paste_is_its_own_event_with_its_own_uptime():
-    text = "".join(
-        f"[ {t}.000001] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
-        f"task_memcg=/,task=python,pid={pid},uid=0\n"
-        f"[ {t}.000101] Out of memory: Killed process {pid} (python) total-vm:{kb}kB, anon-rss:{kb}kB, file-rss:0kB, shmem-rss:0kB\n"
-        f"[ {t}.200000] oom_reaper: reaped process {pid} (python), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB\n"
-        for t, pid, kb in ((100, 11, 800), (200, 22, 1600))
-    ) + "[ 300.1] Out of memory: Killed process 33 (a) total-vm:3kB, anon-rss:3kB, file-rss:0kB, shmem-rss:0kB\n"
+    text = (
+        "".join(
+            f"[ {t}.000001] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
+            f"task_memcg=/,task=python,pid={pid},uid=0\n"
+            f"[ {t}.000101] Out of memory: Killed process {pid} (python) total-vm:{kb}kB, anon-rss:{kb}kB, file-rss:0kB, shmem-rss:0kB\n"
+            f"[ {t}.200000] oom_reaper: reaped process {pid} (python), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB\n"
+            for t, pid, kb in ((100, 11, 800), (200, 22, 1600))
+        )
+        + "[ 300.1] Out of memory: Killed process 33 (a) total-vm:3kB, anon-rss:3kB, file-rss:0kB, shmem-rss:0kB\n"
+    )
     found = [(e.pid, e.fields["anon_rss_bytes"], e.fields["uptime_s"]) for e in parsed(text)]
     assert found == [(11, 800 * KIB, 100.000001), (22, 1600 * KIB, 200.000001), (33, 3 * KIB, 300.1)]
 

@@ -89,11 +89,12 @@ def test_events_and_clues_cross_processes_whole():
 
     from oomlens.events import Clue, Event, Source, from_rows, to_rows
 
-    values = {
-        f.name: f"{f.name}-value" for f in dataclasses.fields(Event) if f.name not in ("kind", "source", "sources", "fields")
-    }
+    values = {f.name: f"{f.name}-value" for f in dataclasses.fields(Event) if f.name not in ("kind", "source", "sources", "fields")}
     several = Event(
-        kind="cuda_oom", source=Source("w.out", 3, 4), fields={"free_bytes": 7}, sources=[Source("a", 1, 1), Source("b", 2, 2)],
+        kind="cuda_oom",
+        source=Source("w.out", 3, 4),
+        fields={"free_bytes": 7},
+        sources=[Source("a", 1, 1), Source("b", 2, 2)],
         **values,
     )
     one = Event(kind="gpu_memory", source=Source("w.out", 9, 9), text="memory allocated (GB): 1", pid=4, fields={"label": "x"})

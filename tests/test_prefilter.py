@@ -85,8 +85,26 @@ def test_not_utf8_prefilter_says_exactly_what_the_codec_says():
     from oomlens.scan import NOT_UTF8
 
     assert NOT_UTF8.usable
-    pieces = [b"a", b"\n", "é".encode(), "✓".encode(), "😀".encode(), b"\x80", b"\xbf", b"\xc3", b"\xe2", b"\xf0",
-              b"\xf4", b"\xed", b"\xe0", b"\xc0", b"\xff", b"\x9f", b"\x90", b"\xa0"]
+    pieces = [
+        b"a",
+        b"\n",
+        "é".encode(),
+        "✓".encode(),
+        "😀".encode(),
+        b"\x80",
+        b"\xbf",
+        b"\xc3",
+        b"\xe2",
+        b"\xf0",
+        b"\xf4",
+        b"\xed",
+        b"\xe0",
+        b"\xc0",
+        b"\xff",
+        b"\x9f",
+        b"\x90",
+        b"\xa0",
+    ]
     rng = random.Random(5)
     verdicts = {True: 0, False: 0}
     for _ in range(30000):
@@ -154,10 +172,19 @@ def test_overlapping_hits_of_several_families_come_out_as_re2_finds_them():
 
     trigger = Trigger(families())
     pieces = [
-        b"Out of memory: Kill", b"Killed process 12 (python)", b"CUDA out of memory. Tried to allocate 2 GiB",
-        b"Out of memory. Tried to allocate", b"memory allocated (GB): 3", b"2 GB / 80 GB.", b"max_model_len=4",
-        b"--adam_offload", b"Watchdog caught collective operation timeout", b"ray::Actor.run() (pid=3",
-        b'File "x.py", line 3, in f', b"No available memory for the cache blocks", b":actor_name:A",
+        b"Out of memory: Kill",
+        b"Killed process 12 (python)",
+        b"CUDA out of memory. Tried to allocate 2 GiB",
+        b"Out of memory. Tried to allocate",
+        b"memory allocated (GB): 3",
+        b"2 GB / 80 GB.",
+        b"max_model_len=4",
+        b"--adam_offload",
+        b"Watchdog caught collective operation timeout",
+        b"ray::Actor.run() (pid=3",
+        b'File "x.py", line 3, in f',
+        b"No available memory for the cache blocks",
+        b":actor_name:A",
     ]
     rng = random.Random(11)
     lines = [b"".join(rng.choice(pieces) + rng.choice([b"", b" ", b"x", b"\t"]) for _ in range(rng.randint(1, 5))) for _ in range(3000)]
@@ -215,9 +242,7 @@ def test_hits_in_long_stamp_less_stretches_borrow_the_last_time_before_them(chun
     assert [e.time for e in found] == expected
     # and the first time after each hit, in this chunk or a later one, ends its interval
     stamps_at = [i for i in (500, 510, 2900)]
-    latest = [
-        next((f"2026-11-21T10:{s // 100:02d}:00" for s in stamps_at if s > i), None) for i in range(3000) if i % 3 == 0 and i not in stamps_at
-    ]
+    latest = [next((f"2026-11-21T10:{s // 100:02d}:00" for s in stamps_at if s > i), None) for i in range(3000) if i % 3 == 0 and i not in stamps_at]
     assert [e.time_latest for e in found] == latest
     assert sum(searched) < len(b"".join(data)) // 2  # most of the stretches without a time were not searched hit by hit
 

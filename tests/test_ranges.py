@@ -59,7 +59,9 @@ def test_a_range_far_from_any_time_or_name_takes_them_from_before_it(tmp_path, m
     lines = [b":actor_name:WorkerDict", b"[2026-11-22 03:37:10,001 I 1 1] start"]
     for _ in range(40000):
         alloc = b"%.*f" % (rng.randrange(0, 9), rng.uniform(1, 80))
-        lines.append(b"Before state_dict() in sharding manager memory, memory allocated (GB): %s, memory reserved (GB): %s" % (alloc, repr(rng.uniform(1, 80)).encode()))
+        lines.append(
+            b"Before state_dict() in sharding manager memory, memory allocated (GB): %s, memory reserved (GB): %s" % (alloc, repr(rng.uniform(1, 80)).encode())
+        )
     lines.append(b"[2026-11-22 04:10:00,500 I 1 1] end")
     path = tmp_path / "worker-0b3f4c1a5e8d7f2a9c6b1e4d3a2f5c8b7e6d9a1c4f3b2e5d8c7a6b9f-01000000-4242.out"
     path.write_bytes(b"\n".join(lines) + b"\n")

@@ -34,11 +34,19 @@ def readings(rng: random.Random, n: int) -> list[Event]:
         fields: dict = {"label": rng.choice(["Before state_dict()", "After offload", "step"])}
         for name in rng.sample(SIZES, rng.randint(1, len(SIZES))):
             fields[name] = rng.choice([rng.randrange(80) * GIB // 4, rng.randrange(1 << 40)])
-        out.append(Event(
-            "gpu_memory", Source(path, line[path], line[path]), f"memory line {line[path]} of {path}", time,
-            time_inferred=time is not None and form < 0.4, pid=rng.choice([None, 4242, 5151]), gpu=rng.choice([None, 0, 1]),
-            memory="gpu", fields=fields,
-        ))
+        out.append(
+            Event(
+                "gpu_memory",
+                Source(path, line[path], line[path]),
+                f"memory line {line[path]} of {path}",
+                time,
+                time_inferred=time is not None and form < 0.4,
+                pid=rng.choice([None, 4242, 5151]),
+                gpu=rng.choice([None, 0, 1]),
+                memory="gpu",
+                fields=fields,
+            )
+        )
     return out
 
 
@@ -117,8 +125,15 @@ def test_a_steady_climb_stays_a_steady_climb():
     buckets, what is kept still rises at every step (the growth the timeline looks for)."""
     t0 = datetime(2025, 4, 2, tzinfo=UTC)
     events = [
-        Event("gpu_memory", Source("w.out", i + 1, i + 1), f"line {i}", (t0 + timedelta(seconds=7 * i)).isoformat(), pid=1,
-              memory="gpu", fields={"label": "step", "allocated_bytes": GIB + i * 1000})
+        Event(
+            "gpu_memory",
+            Source("w.out", i + 1, i + 1),
+            f"line {i}",
+            (t0 + timedelta(seconds=7 * i)).isoformat(),
+            pid=1,
+            memory="gpu",
+            fields={"label": "step", "allocated_bytes": GIB + i * 1000},
+        )
         for i in range(12_000)
     ]
     kept = reduce_all(events, 64, 2, random.Random(1))

@@ -192,7 +192,7 @@ def test_log_text_never_becomes_markup(tmp_path):
 
     ours = page.count("<script") - get_plotlyjs().count("<script")
     assert ours == 3  # the figures JSON, plotly.js, the page's own script
-    assert "<img" not in page.lower() and "onerror=\"window" not in page
+    assert "<img" not in page.lower() and 'onerror="window' not in page
     figures = page[page.index('id="oomlens-figures">') : page.index("</script>", page.index('id="oomlens-figures">'))]
     assert not re.search("[<>&\u2028\u2029]", figures.split(">", 1)[1])
     kill = next(e for e in diagnosis.events if e.kind == "ray_oom_kill")

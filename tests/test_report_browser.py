@@ -23,8 +23,14 @@ from test_report import FIXTURE_INPUTS, big_log, evil_log
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 OUTPUT = ROOT / "test-output"
 SEEDS = ("openrlhf-reward-model-host-oom", "cascade-kernel-oom-multinode", "ray2.60-b-rl-actor-oom", "easyr1-gpu-growth", "healthy-noisy-run")

@@ -32,8 +32,7 @@ NUMBERS = ("threshold", "usage_fraction", "timeout_ms", "seq", "op", "exit_type"
 def facts(diagnosis) -> tuple[Counter, tuple]:
     """What must not change: each event's kind, pid, GPU and numbers; the verdict."""
     events = Counter(
-        (e.kind, e.pid, e.gpu, tuple(sorted((k, v) for k, v in e.fields.items() if k.endswith("_bytes") or k in NUMBERS)))
-        for e in diagnosis.events
+        (e.kind, e.pid, e.gpu, tuple(sorted((k, v) for k, v in e.fields.items() if k.endswith("_bytes") or k in NUMBERS))) for e in diagnosis.events
     )
     verdict = diagnosis.verdict or {}
     return events, (verdict.get("component"), verdict.get("memory"), verdict.get("root_kind"))
@@ -58,7 +57,9 @@ def _id(path: Path) -> str:
 
 
 PAIRS = [
-    pytest.param(path, name, id=f"{_id(path)}|{name}", marks=[pytest.mark.xfail(strict=True, reason=KNOWN[name, _id(path)])] if (name, _id(path)) in KNOWN else [])
+    pytest.param(
+        path, name, id=f"{_id(path)}|{name}", marks=[pytest.mark.xfail(strict=True, reason=KNOWN[name, _id(path)])] if (name, _id(path)) in KNOWN else []
+    )
     for path in INPUTS
     for name in CASES
 ]

@@ -21,6 +21,7 @@ def found_in(text: str) -> list[dict]:
     clues = [{"kind": c.kind, "fields": c.fields, "pid": c.pid, "actor": c.actor} for c in found if isinstance(c, Clue)]
     return [e.to_dict() for e in events] + clues
 
+
 SAMPLES = [(fam.name, s) for fam in families() for s in fam.samples]
 
 
@@ -51,7 +52,7 @@ def _grammar_input(family: str, sample) -> tuple:  # noqa: ANN001 - a grammars.S
     fam = next(f for f in families() if f.name == family)
     text = normalise(peel(sample.text).text)
     m = fam.start.search(text)
-    return fam, text[m.start():] if m else text
+    return fam, text[m.start() :] if m else text
 
 
 @pytest.mark.parametrize("family,sample", CACHED, ids=[f"{f}:{s.line}" for f, s in CACHED])

@@ -44,7 +44,10 @@ def nodeless(killed: int) -> str:
 def parse_cli(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "oomlens", "parse", *args, "--format", "json"],
-        input=stdin, capture_output=True, timeout=60, cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        cwd=cwd,
     )
 
 
@@ -124,7 +127,10 @@ def test_multi_node_tree_gives_each_folder_its_node(tmp_path):
     }
     events = analyze(str(tmp_path)).events
     assert sorted((e.fields["killed"], e.node) for e in events if e.kind == "ray_oom_summary") == [
-        (1, "10.0.0.1"), (2, "10.0.0.1"), (3, "10.0.0.2"), (4, "10.0.0.2"),
+        (1, "10.0.0.1"),
+        (2, "10.0.0.1"),
+        (3, "10.0.0.2"),
+        (4, "10.0.0.2"),
     ]
 
 
@@ -161,7 +167,9 @@ def test_gz_and_zst_files_are_read_decompressed(tmp_path):
     (tmp_path / "no_suffix").write_bytes(gzip.compress(text))  # told by content, not name
     diagnosis = analyze(str(tmp_path))
     assert [(i.role, i.bytes, i.lines, i.problems) for i in diagnosis.inputs] == [
-        ("driver", len(text), 3, []), ("other", len(text), 3, []), ("raylet", len(text), 3, []),
+        ("driver", len(text), 3, []),
+        ("other", len(text), 3, []),
+        ("raylet", len(text), 3, []),
     ]
     per_file = {}
     for e in diagnosis.events:

@@ -88,8 +88,7 @@ def test_any_instant_in_any_zone_reads_back(writer):
         for stamp in found:
             assert stamp is not None, line
             if zoned:
-                back = datetime(stamp.year, stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second,
-                                tzinfo=timezone(timedelta(minutes=stamp.zone)))
+                back = datetime(stamp.year, stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second, tzinfo=timezone(timedelta(minutes=stamp.zone)))
                 assert back == instant.replace(microsecond=0), line
             else:
                 printed = local.replace(microsecond=0, tzinfo=None)

@@ -66,7 +66,9 @@ def test_watch_prints_a_crash_appended_while_it_runs_then_its_cascade(tmp_path):
     session = live_session(tmp_path)
     process = subprocess.Popen(
         [sys.executable, "-m", "oomlens", "watch", str(session), "--interval", "0.1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         lines = Lines(process)

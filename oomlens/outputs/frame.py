@@ -68,12 +68,24 @@ def frame(diagnosis: Diagnosis) -> pandas.DataFrame:
     for event in diagnosis.events:
         incident_id, place = role.get(id(event), (None, None))
         values = {
-            "id": event.id, "kind": event.kind, "time": event.time, "time_inferred": event.time_inferred,
+            "id": event.id,
+            "kind": event.kind,
+            "time": event.time,
+            "time_inferred": event.time_inferred,
             "time_latest": event.time_latest,
-            "node": event.node, "pid": event.pid, "actor": event.actor, "method": event.method,
-            "rank": event.rank, "gpu": event.gpu, "component": event.component, "memory": event.memory,
-            "incident": incident_id, "incident_role": place,
-            "path": event.source.path, "line": event.source.line, "end_line": event.source.end_line,
+            "node": event.node,
+            "pid": event.pid,
+            "actor": event.actor,
+            "method": event.method,
+            "rank": event.rank,
+            "gpu": event.gpu,
+            "component": event.component,
+            "memory": event.memory,
+            "incident": incident_id,
+            "incident_role": place,
+            "path": event.source.path,
+            "line": event.source.line,
+            "end_line": event.source.end_line,
             "label": event.fields.get("label"),
         }
         for name in FRAME_COLUMNS:

@@ -255,8 +255,12 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
     titles = {"host": "host memory (GiB)", "gpu": "GPU memory (GiB)", "events": "failures"}
     heights = {"host": 1.0, "gpu": 1.0, "events": 0.25 + 0.08 * len({e.kind for e in placed})}
     fig = make_subplots(
-        rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.06,
-        row_heights=[heights[r] for r in rows], subplot_titles=[titles[r] for r in rows],
+        rows=len(rows),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        row_heights=[heights[r] for r in rows],
+        subplot_titles=[titles[r] for r in rows],
     )
     xs = _xs([axis.of_sample(s) for s in readings] + [axis.of_event(e) for e in placed])  # all placed: none is None
     span = _span(xs, axis.by_time)
@@ -269,20 +273,28 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         places = [axis.of_sample(s) for s in points]
         fig.add_trace(
             go.Scatter(
-                x=_xs(places), y=[round(s.bytes / GIB, 4) for s in points],
-                name=plain(one.name), legendgroup=one.memory, mode="lines+markers" if len(points) <= MARKERS_UP_TO else "lines",
+                x=_xs(places),
+                y=[round(s.bytes / GIB, 4) for s in points],
+                name=plain(one.name),
+                legendgroup=one.memory,
+                mode="lines+markers" if len(points) <= MARKERS_UP_TO else "lines",
                 marker=_marker(places),
-                hovertext=[_sample_hover(s, by_id.get(s.event), p) for s, p in zip(points, places, strict=True)], hoverinfo="text",
+                hovertext=[_sample_hover(s, by_id.get(s.event), p) for s, p in zip(points, places, strict=True)],
+                hoverinfo="text",
                 customdata=[s.event for s in points],
             ),
-            row=row, col=1,
+            row=row,
+            col=1,
         )
         steps.append([axis.step_of(s.event) for s in points])
         orders.append([axis.order.get(s.event) for s in points])
         spans = _intervals(places, [round(s.bytes / GIB, 4) for s in points])
         if spans:
-            fig.add_trace(go.Scatter(**spans, name="interval of a line without its own time", legendgroup="intervals",
-                                     showlegend=not shown_interval, hoverinfo="skip"), row=row, col=1)
+            fig.add_trace(
+                go.Scatter(**spans, name="interval of a line without its own time", legendgroup="intervals", showlegend=not shown_interval, hoverinfo="skip"),
+                row=row,
+                col=1,
+            )
             shown_interval = True
             steps.append([None] * len(spans["x"]))
             orders.append([None] * len(spans["x"]))
@@ -291,11 +303,17 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
     for name, memory, level, dash in _limits(diagnosis, readings):
         fig.add_trace(
             go.Scatter(
-                x=span, y=[level, level], name=plain(name), legendgroup="limits", mode="lines",
+                x=span,
+                y=[level, level],
+                name=plain(name),
+                legendgroup="limits",
+                mode="lines",
                 line={"dash": dash, "color": "#d62728" if dash == "dash" else "#7f7f7f", "width": 1},
-                hovertext=[plain(f"{name}: {level:.2f} GiB")] * 2, hoverinfo="text",
+                hovertext=[plain(f"{name}: {level:.2f} GiB")] * 2,
+                hoverinfo="text",
             ),
-            row=rows.index(memory) + 1, col=1,
+            row=rows.index(memory) + 1,
+            col=1,
         )
         steps.append(step_span)
         orders.append(order_span)
@@ -307,12 +325,24 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
             symbol, colour = kinds[kind].marker
             fig.add_trace(
                 go.Scatter(
-                    x=_xs(places), y=[kinds.label(kind)] * len(of_kind), name=kinds.label(kind),
-                    legendgroup="events", mode="markers",
-                    marker={"symbol": symbol, "color": colour, "size": 12, "line": {"width": 1}, "opacity": [0.45 if p is not None and p.inferred else 1.0 for p in places]},
-                    hovertext=[_event_hover(e, kinds) for e in of_kind], hoverinfo="text", customdata=[e.id for e in of_kind],
+                    x=_xs(places),
+                    y=[kinds.label(kind)] * len(of_kind),
+                    name=kinds.label(kind),
+                    legendgroup="events",
+                    mode="markers",
+                    marker={
+                        "symbol": symbol,
+                        "color": colour,
+                        "size": 12,
+                        "line": {"width": 1},
+                        "opacity": [0.45 if p is not None and p.inferred else 1.0 for p in places],
+                    },
+                    hovertext=[_event_hover(e, kinds) for e in of_kind],
+                    hoverinfo="text",
+                    customdata=[e.id for e in of_kind],
                 ),
-                row=row, col=1,
+                row=row,
+                col=1,
             )
             steps.append([axis.step_of(e.id) for e in of_kind])
             orders.append([axis.order.get(e.id) for e in of_kind])
@@ -322,7 +352,16 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         place = axis.of_event(incident.root)
         if place is not None:
             fig.add_shape(type="line", x0=place.x, x1=place.x, xref="x", y0=0, y1=1, yref="paper", line={"color": "#d62728", "width": 1, "dash": "dot"})
-            fig.add_annotation(x=place.x, y=1.0, yref="paper", xref="x", text=plain(f"{incident.id}: {kinds.label(incident.root.kind)}"), showarrow=False, yanchor="bottom", font={"color": "#d62728", "size": 11})
+            fig.add_annotation(
+                x=place.x,
+                y=1.0,
+                yref="paper",
+                xref="x",
+                text=plain(f"{incident.id}: {kinds.label(incident.root.kind)}"),
+                showarrow=False,
+                yanchor="bottom",
+                font={"color": "#d62728", "size": 11},
+            )
             shapes.append((place.x, axis.step_of(incident.root.id), axis.order.get(incident.root.id)))
     fig.update_xaxes(title_text=axis.title, row=len(rows), col=1)
     if axis.by_time:
@@ -330,8 +369,11 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
     elif span and span[1] - span[0] <= 10:
         fig.update_xaxes(dtick=1)  # event numbers are whole
     fig.update_layout(
-        height=int(260 * sum(heights[r] for r in rows) + 160), margin={"l": 60, "r": 20, "t": 50, "b": 50},
-        hovermode="closest", template="plotly_white", legend={"font": {"size": 11}},
+        height=int(260 * sum(heights[r] for r in rows) + 160),
+        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+        hovermode="closest",
+        template="plotly_white",
+        legend={"font": {"size": 11}},
         hoverlabel={"align": "left", "font": {"family": "monospace", "size": 11}},
     )
     if axis.by_time:
@@ -345,8 +387,10 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
     if unplaced := len(all_readings) - len(readings):
         notes.append(f"{unplaced} memory reading(s) have no time (no stamp before or after them in their file) and are not drawn.")
     if any((p := axis.of_event(e)) is not None and p.inferred for e in [*placed, *(by_id[s.event] for s in readings)]):
-        notes.append("Hollow points are on lines that print no time: each lies between the stamps before and after it in its file"
-                     " (the grey segment), lines that share those stamps spread over it in log order.")
+        notes.append(
+            "Hollow points are on lines that print no time: each lies between the stamps before and after it in its file"
+            " (the grey segment), lines that share those stamps spread over it in log order."
+        )
     if after_last := sum(1 for s in readings if by_id[s.event].time_latest is None and (by_id[s.event].time_inferred or by_id[s.event].time is None)):
         notes.append(f"{after_last} reading(s) come after the last time their file prints and stand at that time: 'log order' shows them apart.")
     notes += [f"Clock: {note.sentence()}." for note in diagnosis.clocks]
@@ -390,7 +434,9 @@ def _views(fig: Any, views: list[tuple[str, list[list[Any]], str, list[Any]]], r
     times = [list(trace.x) if trace.x is not None else [] for trace in fig.data]
     buttons = [button("time", times, "time", roots, "date")] + [button(label, xs, title, marks, "linear") for label, xs, title, marks in views]
     fig.update_layout(
-        updatemenus=[{"type": "buttons", "direction": "right", "x": 0, "y": 1.12, "xanchor": "left", "yanchor": "bottom", "showactive": True, "buttons": buttons}]
+        updatemenus=[
+            {"type": "buttons", "direction": "right", "x": 0, "y": 1.12, "xanchor": "left", "yanchor": "bottom", "showactive": True, "buttons": buttons}
+        ]
     )
 
 
@@ -464,20 +510,32 @@ def kill_figures(diagnosis: Diagnosis) -> list[tuple[Event, dict[str, Any]]]:
         colours = ["#d62728" if r["pid"] == culprit else "#ff7f0e" if r["pid"] in killed else "#4c78a8" for r in top]
         labels = [plain(f"pid {r['pid']} {_short(r.get('command'), 44)}") for r in top]
         hover = [
-            plain(f"pid {r['pid']}: {r.get('command') or '?'}") + f"<br>{gib(r['bytes'])}"
-            + ("<br><b>blamed: the top memory user</b>" if r["pid"] == culprit else "") + ("<br>killed by Ray" if r["pid"] in killed else "")
+            plain(f"pid {r['pid']}: {r.get('command') or '?'}")
+            + f"<br>{gib(r['bytes'])}"
+            + ("<br><b>blamed: the top memory user</b>" if r["pid"] == culprit else "")
+            + ("<br>killed by Ray" if r["pid"] in killed else "")
             for r in top
         ]
         fig = go.Figure(
             go.Bar(
-                x=[round(r["bytes"] / GIB, 4) for r in top], y=labels, orientation="h", name=plain(f"top memory users · {event.id}"),
-                marker={"color": colours}, hovertext=hover, hoverinfo="text", customdata=[r["pid"] for r in top],
+                x=[round(r["bytes"] / GIB, 4) for r in top],
+                y=labels,
+                orientation="h",
+                name=plain(f"top memory users · {event.id}"),
+                marker={"color": colours},
+                hovertext=hover,
+                hoverinfo="text",
+                customdata=[r["pid"] for r in top],
             )
         )
         fig.update_layout(
             title={"text": plain(f"{event.id} · {_clock(event.time)} · node {event.node or '?'}"), "font": {"size": 13}},
-            xaxis_title="GiB", yaxis={"autorange": "reversed", "automargin": True}, height=70 + 26 * len(top),
-            margin={"l": 10, "r": 20, "t": 40, "b": 40}, template="plotly_white", showlegend=False,
+            xaxis_title="GiB",
+            yaxis={"autorange": "reversed", "automargin": True},
+            height=70 + 26 * len(top),
+            margin={"l": 10, "r": 20, "t": 40, "b": 40},
+            template="plotly_white",
+            showlegend=False,
         )
         figures.append((event, fig.to_plotly_json()))
     return figures
@@ -522,7 +580,8 @@ def _verdict_html(diagnosis: Diagnosis) -> str:
             title = f"{other.id}: {diagnosis.kinds.label(other.root.kind)} at {_clock(other.root.time)} — {other.component or 'unknown'} ({other.memory or 'memory not shown'}), confidence {other.confidence:.2f}"
             parts.append(
                 f"<details><summary>{esc(title)}</summary><ul>{''.join(f'<li>{esc(line)}</li>' for line in other.evidence)}</ul>"
-                + _remedies_html(diagnosis.remedies.get(other.id or "", [])) + "</details>"
+                + _remedies_html(diagnosis.remedies.get(other.id or "", []))
+                + "</details>"
             )
         parts.append("</section>")
     return "".join(parts)
@@ -535,7 +594,11 @@ def _headline(v: dict[str, Any]) -> str:
 
 def _incident_rows(incident: Incident) -> list[tuple[str, str]]:
     root = incident.root
-    where = [f"node {root.node}" if root.node else "", f"GPU {root.fields.get('gpu', root.gpu)}" if root.fields.get("gpu", root.gpu) is not None else "", _who(root)]
+    where = [
+        f"node {root.node}" if root.node else "",
+        f"GPU {root.fields.get('gpu', root.gpu)}" if root.fields.get("gpu", root.gpu) is not None else "",
+        _who(root),
+    ]
     rows = [("Where", esc(", ".join(p for p in where if p) or "not shown") + f' — <a href="#event-{esc(root.id)}" class="src">{esc(_source(root))}</a>')]
     if incident.culprit:
         c = incident.culprit
@@ -557,12 +620,16 @@ def _cascade_html(incident: Incident, kinds: Kinds) -> str:
     items = []
     for event in incident.cascade[:MAX_CASCADE_LINES]:
         who = _who(event)
-        text = f"{_clock(event.time, event.time_inferred)} — {kinds.label(event.kind)}" + (f" of {who}" if who else "") + (f" on node {event.node}" if event.node else "")
+        text = (
+            f"{_clock(event.time, event.time_inferred)} — {kinds.label(event.kind)}"
+            + (f" of {who}" if who else "")
+            + (f" on node {event.node}" if event.node else "")
+        )
         items.append(f'<li>{esc(text)} <a href="#event-{esc(event.id)}" class="src">{esc(_source(event))}</a></li>')
     more = len(incident.cascade) - MAX_CASCADE_LINES
     if more > 0:
         items.append(f"<li>and {more} more (all in the event table)</li>")
-    return f"<h3>The cascade: {len(incident.cascade)} failure(s) this root caused</h3><ol class=\"cascade\">{''.join(items)}</ol>"
+    return f'<h3>The cascade: {len(incident.cascade)} failure(s) this root caused</h3><ol class="cascade">{"".join(items)}</ol>'
 
 
 def _remedies_html(remedies: list[dict[str, Any]]) -> str:
@@ -579,7 +646,11 @@ def _remedies_html(remedies: list[dict[str, Any]]) -> str:
 def _events_html(diagnosis: Diagnosis) -> str:
     failures = [e for e in diagnosis.events if e.kind not in diagnosis.kinds.memory_lines]
     lines = len(diagnosis.events) - len(failures)
-    note = f"<p class=\"note\">{lines} memory sample line(s) are not listed here: the timeline draws their readings (hover a point for its file:line).</p>" if lines else ""
+    note = (
+        f'<p class="note">{lines} memory sample line(s) are not listed here: the timeline draws their readings (hover a point for its file:line).</p>'
+        if lines
+        else ""
+    )
     if not failures:
         return f'<section id="events"><h2>Events</h2><p>No failure events.</p>{note}</section>'
     shown = sorted({e.kind for e in failures}, key=diagnosis.kinds.order)
@@ -600,7 +671,7 @@ def _events_html(diagnosis: Diagnosis) -> str:
         f'<select id="kind"><option value="">every kind</option>{options}</select> <span id="count"></span></div>'
         '<table id="event-table"><thead><tr><th data-sort="order">#</th><th data-sort="time">time</th><th data-sort="kind">kind</th>'
         '<th data-sort="node">node</th><th>process</th><th>what</th><th>source (file:line)</th></tr></thead>'
-        f"{''.join(bodies)}</table><p class=\"note\">Click a row for its raw log block. Times ending in ~ are inferred (a lower bound).</p></section>"
+        f'{"".join(bodies)}</table><p class="note">Click a row for its raw log block. Times ending in ~ are inferred (a lower bound).</p></section>'
     )
 
 
@@ -609,9 +680,7 @@ def _inputs_html(diagnosis: Diagnosis) -> str:
     problems = "".join(f"<li>{esc(p)}</li>" for p in diagnosis.problems)
     return (
         f'<section id="inputs"><h2>Inputs</h2><p>{len(read)} input(s), {sum(i.bytes for i in diagnosis.inputs)} bytes, '
-        f"{len(diagnosis.events)} event(s).</p>"
-        + (f"<p>Could not be read fully:</p><ul>{problems}</ul>" if problems else "")
-        + "</section>"
+        f"{len(diagnosis.events)} event(s).</p>" + (f"<p>Could not be read fully:</p><ul>{problems}</ul>" if problems else "") + "</section>"
     )
 
 
@@ -624,7 +693,11 @@ def render(diagnosis: Diagnosis) -> str:
     figures: dict[str, Any] = {}
     if timeline is not None:
         figures["timeline"] = timeline
-    timeline_html = '<div id="timeline" class="plot" data-figure="timeline"></div>' if timeline else "<p>No memory reading or failure with a place on the timeline in these logs.</p>"
+    timeline_html = (
+        '<div id="timeline" class="plot" data-figure="timeline"></div>'
+        if timeline
+        else "<p>No memory reading or failure with a place on the timeline in these logs.</p>"
+    )
     kill_html = []
     for event, figure in kills:
         figures[f"kill-{event.id}"] = figure
@@ -632,7 +705,7 @@ def render(diagnosis: Diagnosis) -> str:
     total_kills = sum(1 for e in diagnosis.events if e.fields.get("top"))
     kills_section = ""
     if kill_html:
-        more = f"<p class=\"note\">{total_kills - len(kills)} more kill(s) in the event table.</p>" if total_kills > len(kills) else ""
+        more = f'<p class="note">{total_kills - len(kills)} more kill(s) in the event table.</p>' if total_kills > len(kills) else ""
         kills_section = (
             '<section id="kills"><h2>Top memory users at each Ray OOM kill</h2><p class="note"><span class="swatch red"></span> blamed (the biggest Ray worker)'
             ' <span class="swatch orange"></span> killed by Ray <span class="swatch blue"></span> other</p>'

@@ -37,7 +37,9 @@ def render(diagnosis: Diagnosis, width: int = 100) -> str:
         if incident.trend:
             rows.append(("TREND", next((e for e in incident.evidence if e.startswith("memory trend")), incident.trend)))
         if incident.cascade:
-            rows.append(("CASCADE", ", ".join(" ".join(filter(None, (diagnosis.kinds.label(e.kind), _where(e), _clock(e.time)))) for e in incident.cascade[:8])))
+            rows.append(
+                ("CASCADE", ", ".join(" ".join(filter(None, (diagnosis.kinds.label(e.kind), _where(e), _clock(e.time)))) for e in incident.cascade[:8]))
+            )
         remedies = diagnosis.remedies.get(incident.id or "", [])
         if remedies:
             rows.append(("FIX", f"({remedies[0]['framework']}) " + "; ".join(_remedy(r) for r in remedies[:5])))
