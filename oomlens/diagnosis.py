@@ -127,7 +127,7 @@ def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue], kinds:
         clocks = settle(events, clues, inputs)
         ordered, incidents = correlate(events, clues, kinds)
         number(ordered)
-        text = evidence_text(events, clues)
+        text = evidence_text(events, clues, kinds.memory_lines)
         framework = detect_framework(text)
         diagnosis = Diagnosis(inputs, ordered, incidents, framework=framework, versions=detect_versions(text, events), clues=clues, clocks=clocks, kinds=kinds)
         for incident in incidents:

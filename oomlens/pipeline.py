@@ -14,7 +14,7 @@ from . import collector
 from .events import Clue, Event, Source, fold, from_rows, name_workers, number, to_rows
 from .grammars import Family, families
 from .layout import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
-from .reduce import BUCKETS, READING, Reduction, reduce_found, restore, restored
+from .reduce import BUCKETS, READINGS, Reduction, reduce_found, restore, restored
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
 from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, reopen
@@ -121,7 +121,7 @@ def analyze(
         events: list[Event] = []
         clues: list[Clue] = []
         for item, found in results:
-            item.readings_kept = sum(1 for x in found if x.kind == READING)
+            item.readings_kept = sum(1 for x in found if x.kind in READINGS)
             for event in found:
                 if event.node is None:  # an archive member may learn its node after it was read
                     event.node = item.node
@@ -321,7 +321,7 @@ Reduced = tuple[int, int]  # of one input's readings: how many were read, and th
 
 
 def _reduced(found: list[Event | Clue], reduction: Reduction | None) -> tuple[list[Event | Clue], Reduced]:
-    seen = reduction.seen if reduction is not None else sum(1 for x in found if x.kind == READING)
+    seen = reduction.seen if reduction is not None else sum(1 for x in found if x.kind in READINGS)
     return found, (seen, reduction.level if reduction is not None else 0)
 
 

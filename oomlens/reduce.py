@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from .events import Clue, Event, seconds
+from .kinds import shipped
 
 # Buckets kept over all series, at most 2 + 2 x len(SIZES) readings each. From the memory a
 # run may take (300 MB over 3 processes, each about 35 MB before it reads anything): a
@@ -27,7 +28,7 @@ from .events import Clue, Event, seconds
 # process keeps up to 8 per bucket.
 BUCKETS = 2048
 SIZES = ("used_bytes", "allocated_bytes", "reserved_bytes", "cpu_used_bytes")  # what timeline.py draws
-READING = "gpu_memory"
+READINGS = shipped().memory_lines  # the kinds of memory readings (data/kinds.toml: role "reading")
 WIDEST = 65  # the level whose one bucket holds a whole series: 2**64 seconds or lines
 
 
@@ -50,7 +51,7 @@ class Reduction:
     def take(self, x: Event | Clue, slot: Slot) -> Event | Clue | None:
         """`x` itself, or None when it is a reading, which the reduction takes (`restore`
         puts it back at `slot` if it is kept)."""
-        if isinstance(x, Event) and x.kind == READING:
+        if isinstance(x, Event) and x.kind in READINGS:
             self.add(x, slot)
             return None
         return x

@@ -25,7 +25,7 @@ def _rules() -> dict[str, list[dict[str, Any]]]:
     return {"remedy": data.get("remedy", []), "guard": data.get("guard", [])}
 
 
-def evidence_text(events: list[Event], clues: list[Clue]) -> str:
+def evidence_text(events: list[Event], clues: list[Clue], memory_lines: frozenset[str]) -> str:
     """What framework detection reads: code paths, process names, setting names, first lines."""
     parts = []
     for clue in clues:
@@ -38,7 +38,7 @@ def evidence_text(events: list[Event], clues: list[Clue]) -> str:
         parts.append(clue.source.path)
     read: set[tuple] = set()
     for event in events:
-        if event.kind == "gpu_memory":  # by the hundred thousand, all alike: one per process and label
+        if event.kind in memory_lines:  # by the hundred thousand, all alike: one per process and label
             key = (event.source.path, event.actor, event.fields.get("label"))
             if key in read:
                 continue
@@ -66,7 +66,7 @@ def detect_versions(text: str, events: list[Event]) -> dict[str, str]:
         if entry["software"] not in versions and re.search(entry["pattern"], text, re.M):
             versions[entry["software"]] = entry["version"]
     for event in events:
-        variant = event.fields.get("ray_variant") if event.kind == "ray_oom_kill" else None
+        variant = event.fields.get("ray_variant")  # which generation of Ray wrote a kill report
         if variant in data["ray_variants"]:
             versions.setdefault("ray", data["ray_variants"][variant])
     return versions

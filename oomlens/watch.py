@@ -31,6 +31,7 @@ from typing import Any
 from .diagnosis import CONTRACT_VERSION, diagnose
 from .events import Clue, Event, Source, fold
 from .outputs.json import incident as contract_incident
+from .reduce import READINGS
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
 from .sources import ARCHIVE_NAMES, SNIFF, files_under, is_binary, node_in, role_of
 
@@ -210,12 +211,12 @@ class Watcher:
     def _store(self, report: Event | Clue) -> dict:
         if isinstance(report, Clue):
             return self.clues
-        return self.samples if report.kind == "gpu_memory" else self.events
+        return self.samples if report.kind in READINGS else self.events
 
     def _add(self, key: Key, report: Event | Clue) -> None:
         self._store(report)[key] = report
         self.uids[id(report.source)] = (key[0], key[1])
-        self._dirty = self._dirty or not (isinstance(report, Event) and report.kind == "gpu_memory")
+        self._dirty = self._dirty or not (isinstance(report, Event) and report.kind in READINGS)
 
     def _drop(self, key: Key) -> None:
         for store in (self.events, self.samples, self.clues):
