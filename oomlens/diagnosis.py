@@ -15,7 +15,7 @@ from .clock import ClockNote, settle
 from .correlate import Incident, component_of, correlate
 from .events import Clue, Event, copy_of, number
 from .kinds import Kinds, shipped
-from .remedies import detect_framework, detect_versions, evidence_text, remedies_for
+from .remedies import detect_frameworks, detect_versions, evidence_text, remedies_for
 from .sources import Input
 from .text import render
 from .timeline import Sample, samples
@@ -35,7 +35,8 @@ class Diagnosis:
     events: list[Event]
     incidents: list[Incident] = field(default_factory=list)
     verdict: dict[str, Any] | None = None
-    framework: str | None = None
+    framework: str | None = None  # the framework the logs come from, when they say which
+    frameworks: tuple[str, ...] = ()  # those they may come from: one, or a base and its forks when only what all print shows
     versions: dict[str, str] = field(default_factory=dict)  # software -> version seen in its wording
     remedies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by incident id
     clues: list[Clue] = field(default_factory=list)  # context for the correlator, not in the contract
@@ -128,11 +129,22 @@ def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue], kinds:
         ordered, incidents = correlate(events, clues, kinds)
         number(ordered)
         text = evidence_text(events, clues, kinds.memory_lines)
-        framework = detect_framework(text)
-        diagnosis = Diagnosis(inputs, ordered, incidents, framework=framework, versions=detect_versions(text, events), clues=clues, clocks=clocks, kinds=kinds)
+        frameworks = detect_frameworks(text)
+        framework = frameworks[0] if len(frameworks) == 1 else None
+        diagnosis = Diagnosis(
+            inputs,
+            ordered,
+            incidents,
+            framework=framework,
+            frameworks=frameworks,
+            versions=detect_versions(text, events),
+            clues=clues,
+            clocks=clocks,
+            kinds=kinds,
+        )
         for incident in incidents:
             incident.fingerprint = fingerprint(incident, framework)
-            diagnosis.remedies[incident.id or ""] = remedies_for(incident, framework, clues, text)
+            diagnosis.remedies[incident.id or ""] = remedies_for(incident, frameworks, clues, text)
         diagnosis.verdict = verdict(incidents, clues, diagnosis)
     return diagnosis
 
@@ -152,6 +164,7 @@ def verdict(incidents: list[Incident], clues: list[Clue], diagnosis: Diagnosis) 
         "confidence": chosen.confidence,
         "incident": chosen.id,
         "framework": diagnosis.framework,
+        "frameworks": list(diagnosis.frameworks),
         "versions": diagnosis.versions,
         "summary": summary(chosen, diagnosis.kinds),
     }

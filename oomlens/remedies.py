@@ -15,8 +15,12 @@ SLEEP_MODE = re.compile(r"Sleep mode freed|CuMemAllocator|wake_up|enable_sleep|f
 
 
 @functools.cache
-def _frameworks() -> tuple[tuple[str, re.Pattern[str], str | None], ...]:
-    return tuple((f["name"], re.compile(f["pattern"]), f.get("refines")) for f in load("frameworks.toml")["framework"])
+def _frameworks() -> tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None, str | None], ...]:
+    """(name, its own markers, markers it shares with its forks, the framework it refines)."""
+    return tuple(
+        (f["name"], re.compile(f["pattern"]), re.compile(f["shared"]) if "shared" in f else None, f.get("refines"))
+        for f in load("frameworks.toml")["framework"]
+    )
 
 
 @functools.cache
@@ -49,13 +53,21 @@ def evidence_text(events: list[Event], clues: list[Clue], memory_lines: frozense
     return "\n".join(dict.fromkeys(p for p in parts if p))
 
 
-def detect_framework(text: str) -> str | None:
-    """The framework whose markers the logs show; a fork or derivative beats its base."""
-    matched = {name: refines for name, pattern, refines in _frameworks() if pattern.search(text)}
-    for name, refines in matched.items():
-        if refines and refines in matched:
-            return name
-    return next(iter(matched), None)
+def detect_frameworks(text: str) -> tuple[str, ...]:
+    """The frameworks the logs may come from: the one whose own markers they show (a fork or
+    derivative beats its base), else a base and its forks when only markers they all print
+    show (veRL's `main_task` is EasyR1's too), else none."""
+    found = _frameworks()
+    own = {name: refines for name, pattern, _, refines in found if pattern.search(text)}
+    for name, refines in own.items():
+        if refines and refines in own:
+            return (name,)
+    if own:
+        return (next(iter(own)),)
+    for name, _, shared, _ in found:
+        if shared is not None and shared.search(text):
+            return (name, *(fork for fork, _, _, refines in found if refines == name))
+    return ()
 
 
 def detect_versions(text: str, events: list[Event]) -> dict[str, str]:
@@ -96,7 +108,8 @@ def _holds(rule: dict[str, Any], facts: dict[str, Any]) -> bool:
         if key not in rule:
             continue
         wanted = rule[key] if isinstance(rule[key], list) else [rule[key]]
-        if facts.get(key) not in wanted:
+        given = facts.get(key)
+        if not (set(given) & set(wanted) if isinstance(given, tuple) else given in wanted):
             return False
     return True
 
@@ -108,16 +121,17 @@ def _same(current: object, value: str) -> bool:
     return str(current).lower() == value.lower()
 
 
-def remedies_for(incident: Incident, framework: str | None, clues: list[Clue], evidence: str) -> list[dict[str, Any]]:
-    """The remedies whose conditions hold, minus those a guard-rail forbids (`evidence` is
-    evidence_text(): whether vLLM's sleep mode is in use is read from it).
+def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Clue], evidence: str) -> list[dict[str, Any]]:
+    """The remedies whose conditions hold for any of the frameworks the logs may come from,
+    minus those a guard-rail forbids (`evidence` is evidence_text(): whether vLLM's sleep
+    mode is in use is read from it).
 
     An incident whose memory kind is a guess gets none: a setting changed on a guess costs
     a training run."""
     if incident.memory is None or incident.confidence < 0.5:
         return []
     facts = {
-        "framework": framework,
+        "framework": frameworks,
         "component": incident.component,
         "memory": incident.memory,
         "root_kind": incident.root.kind,
