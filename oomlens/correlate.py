@@ -169,13 +169,32 @@ def attribute(events: list[Event], context: Context, kinds: Kinds) -> None:
                     event.pid = task.get("pid") or event.pid
                 elif event.actor in (None, task.get("actor")):
                     event.actor = event.actor or task.get("actor")
-                    event.method = task.get("method")
+                    if kind.task_header != "own_stack":
+                        event.method = task.get("method")
                 break
+        if kind.task_header == "own_stack" and event.method is None:
+            event.method = own_frame(clues_near, event)
         component = component_of(identity_of(event))
         if component in (None, "driver") and clues_near and kind.phase:
             # the trainer's loop (`TaskRunner.run`) only says the phase it called is below it
             component = phase_of(clues_near)[0] or component
         event.component = component
+
+
+def own_frame(clues: list[Clue], event: Event) -> str | None:
+    """The function of the innermost frame of the event's own traceback (the one its lines
+    end or stand in) that says where the process was: not the interpreter's, Ray's, torch's
+    or a framework's RPC layer (data/components.toml, `[stack]`)."""
+    for clue in clues:
+        if any(s.path == clue.source.path and clue.source.line <= s.line <= clue.source.end_line + 1 for s in event.sources):
+            internal = _internal_frames()
+            return next((f["func"] for f in reversed(clue.fields.get("frames", [])) if not internal.search(f["path"])), None)
+    return None
+
+
+@functools.cache
+def _internal_frames() -> re.Pattern[str]:
+    return re.compile(load("components.toml")["stack"]["internal"])
 
 
 def _names_method_of(task: dict, event: Event, header: str) -> bool:

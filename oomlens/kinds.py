@@ -18,7 +18,7 @@ from .data import load
 from .text import compile_template
 
 ROLES = ("memory", "failure", "reading")
-TASK_HEADERS = ("any", "raiser", "own_pid", "not_caller")
+TASK_HEADERS = ("any", "raiser", "own_pid", "not_caller", "own_stack")
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REAL
+from conftest import INCIDENTS, REAL
 from oomlens import analyze, parse_text
 
 
@@ -148,3 +148,41 @@ def test_follow_up_lines_add_no_event():
         ]
     )
     assert watchdogs(parse_text(text)) == []
+
+
+# A rank's own traceback around its timeout, under the remote-task header of the call the
+# actor was given: where it waited is in the stack (wait_allreduce), not in the header.
+OWN_STACK = """\
+Traceback (most recent call last):
+  File "/workspace/my_rl/main.py", line 31, in <module>
+    ray.get(trainer.fit.remote())
+  File "/usr/local/lib/python3.10/dist-packages/ray/_private/worker.py", line 2771, in get
+    values, debugger_breakpoint = worker.get_objects(object_refs, timeout=timeout)
+  File "/usr/local/lib/python3.10/dist-packages/ray/_private/worker.py", line 919, in get_objects
+    raise value.as_instanceof_cause()
+ray.exceptions.RayTaskError(DistBackendError): \x1b[36mray::WorkerDict.actor_rollout_generate_sequences()\x1b[39m (pid=52110, ip=10.0.0.7, actor_id=0a4f1c2b3d4e5f60718293a401000000, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f00>)
+  File "/usr/local/lib/python3.10/dist-packages/verl/single_controller/ray/base.py", line 645, in func
+    return getattr(self.worker_dict[key], name)(*args, **kwargs)
+  File "/workspace/my_rl/trainer.py", line 210, in generate_sequences
+    self.wait_allreduce(handles)
+  File "/workspace/my_rl/trainer.py", line 98, in wait_allreduce
+    handle.wait()
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py", line 2501, in wait
+    return work.wait()
+torch.distributed.DistBackendError: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600104 milliseconds before timing out.
+"""
+
+
+def test_a_timeout_s_method_is_where_its_own_stack_waited(tmp_path):
+    log = tmp_path / "driver.log"
+    log.write_text(OWN_STACK, encoding="utf-8")
+    [event] = watchdogs(analyze(str(log), jobs=1).events)
+    assert (event.actor, event.method, event.rank, event.fields["seq"]) == ("WorkerDict", "wait_allreduce", 3, 12)
+
+
+def test_a_timeout_without_a_stack_of_its_own_names_no_method_of_another_call():
+    """EasyR1's keepalive timeout under `Runner.run()`: the innermost frame of its own
+    traceback that is not Ray's or the RPC layer's is `fit`, where it was waiting."""
+    found = analyze(str(INCIDENTS / "easyr1-ref-offload-host-oom" / "session"), jobs=1)
+    keepalive = [e for e in watchdogs(found.events) if e.actor == "Runner"]
+    assert [(e.actor, e.method) for e in keepalive] == [("Runner", "fit")]
