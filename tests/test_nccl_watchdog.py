@@ -173,9 +173,15 @@ torch.distributed.DistBackendError: [Rank 3] Watchdog caught collective operatio
 """
 
 
-def test_a_timeout_s_method_is_where_its_own_stack_waited(tmp_path):
+@pytest.mark.parametrize("paste", ["whole", "from the header", "colour debris"])
+def test_a_timeout_s_method_is_where_its_own_stack_waited(tmp_path, paste):
+    """Whole, or pasted from Ray's header on (whose colour codes stand between `()` and
+    `(pid=`, as escapes or as the debris a copy leaves)."""
+    text = OWN_STACK if paste == "whole" else OWN_STACK[OWN_STACK.index("ray.exceptions.RayTaskError") :]
+    if paste == "colour debris":
+        text = text.replace("\x1b", "")
     log = tmp_path / "driver.log"
-    log.write_text(OWN_STACK, encoding="utf-8")
+    log.write_text(text, encoding="utf-8")
     [event] = watchdogs(analyze(str(log), jobs=1).events)
     assert (event.actor, event.method, event.rank, event.fields["seq"]) == ("WorkerDict", "wait_allreduce", 3, 12)
 
