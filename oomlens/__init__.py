@@ -33,18 +33,20 @@ _LAZY = {
 }
 
 
-def analyze(*paths: str, jobs: int | None = None, all_readings: bool = False, registry: Registry | None = None) -> Diagnosis:
+def analyze(*paths: str, jobs: int | None = None, all_readings: bool = False, registry: Registry | None = None, session: str | None = None) -> Diagnosis:
     """Read logs (Ray session folders, files, archives, '-' for stdin) and diagnose them.
 
     `jobs` is the number of processes reading files (default: one per core); the
     diagnosis is the same whatever it is. A long run's memory readings are reduced to a
     fixed budget (the first, last, lowest and highest of each stretch of each series);
     `all_readings` keeps every one, and memory then grows with the run. `registry` reads
-    families added to the shipped ones (CONTRIBUTING.md)."""
+    families added to the shipped ones (CONTRIBUTING.md). Each Ray session (a /tmp/ray
+    holds many) is correlated on its own; `session` reads one alone: "latest" (the
+    newest) or a session folder's name."""
     from .pipeline import analyze as run
     from .reduce import BUCKETS
 
-    return run(*paths, jobs=jobs, budget=None if all_readings else BUCKETS, registry=registry)
+    return run(*paths, jobs=jobs, budget=None if all_readings else BUCKETS, registry=registry, session=session)
 
 
 def parse_text(text: str, registry: Registry | None = None) -> list[Event]:

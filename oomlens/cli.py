@@ -51,9 +51,16 @@ readings_option = click.option(
     help="keep every memory reading; by default a long run's are reduced to the first, last, lowest and highest "
     "of each stretch of each series, so memory stays flat (each input's `readings` says how many were kept)",
 )
+session_option = click.option(
+    "--session",
+    metavar="latest|NAME",
+    default=None,
+    help="read one Ray session only: the newest (latest) or the session_* folder NAME; files named outside any session are still read. "
+    "Without it each session is correlated on its own.",
+)
 
 
-def _diagnose(paths: tuple[str, ...], jobs: int | None, all_readings: bool = False) -> Diagnosis:
+def _diagnose(paths: tuple[str, ...], jobs: int | None, all_readings: bool = False, session: str | None = None) -> Diagnosis:
     """Analyze with a progress line on a terminal; every input problem is told on stderr.
 
     The pipeline is imported here, not with the command line: `--help` needs only click."""
@@ -62,7 +69,7 @@ def _diagnose(paths: tuple[str, ...], jobs: int | None, all_readings: bool = Fal
 
     try:
         progress = Progress()
-        diagnosis = pipeline.analyze(*paths, jobs=jobs, progress=progress, budget=None if all_readings else BUCKETS)
+        diagnosis = pipeline.analyze(*paths, jobs=jobs, progress=progress, budget=None if all_readings else BUCKETS, session=session)
         progress.done()
     except KeyboardInterrupt:
         click.echo("oomlens: interrupted", err=True)
@@ -84,8 +91,9 @@ def _diagnose(paths: tuple[str, ...], jobs: int | None, all_readings: bool = Fal
 )
 @jobs_option
 @readings_option
+@session_option
 @click.option("--fail-on", type=click.Choice(["incident"]), default=None, help="exit 3 when the logs show an incident (for scripts and CI).")
-def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, all_readings: bool, fail_on: str | None) -> None:
+def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, all_readings: bool, session: str | None, fail_on: str | None) -> None:
     """Parse Ray session folders, log files, archives or stdin (-) into events.
 
     Example: oomlens parse /tmp/ray/session_latest/logs driver.log --format json
@@ -97,7 +105,7 @@ def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, all_readings: bool
     # the cycle collector would walk the whole diagnosis once more between reading and
     # writing it (a twentieth of a second for a long run), and find nothing
     with collector.paused():
-        diagnosis = _diagnose(paths, jobs, all_readings)
+        diagnosis = _diagnose(paths, jobs, all_readings, session)
         try:
             _write(diagnosis, fmt)
         except BrokenPipeError:  # `oomlens parse ... | head`: the reader has what it wanted
@@ -113,7 +121,8 @@ def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, all_readings: bool
 @click.option("--output", "-o", default="oom-report.html", show_default=True, type=click.Path(dir_okay=False), help="the HTML file to write")
 @jobs_option
 @readings_option
-def report(paths: tuple[str, ...], output: str, jobs: int | None, all_readings: bool) -> None:
+@session_option
+def report(paths: tuple[str, ...], output: str, jobs: int | None, all_readings: bool, session: str | None) -> None:
     """Write one self-contained HTML report that opens offline: the verdict and its fixes,
     memory over time with the failures on it, Ray's top memory users at each kill, and
     every event with its raw log block.
@@ -123,7 +132,7 @@ def report(paths: tuple[str, ...], output: str, jobs: int | None, all_readings: 
     Exit status as for parse: 0 when any input could be read, 1 when none could or the
     report could not be written, 2 for a usage error.
     """
-    diagnosis = _diagnose(paths, jobs, all_readings)
+    diagnosis = _diagnose(paths, jobs, all_readings, session)
     from .outputs.html import write
 
     try:

@@ -42,6 +42,7 @@ class Incident:
     trend: str | None = None  # "growth" or "jump" of memory before the failure
     id: str | None = None
     fingerprint: str | None = None  # stable across runs: what failed, where, in what (diagnosis.fingerprint)
+    session: str | None = None  # the Ray session (session_* folder) it happened in, when the logs lie in one
 
 
 @functools.cache

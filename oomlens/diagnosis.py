@@ -114,8 +114,12 @@ def fingerprint(incident: Incident, framework: str | None) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue], kinds: Kinds | None = None) -> Diagnosis:
+def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue], kinds: Kinds | None = None, sessions: list[str | None] | None = None) -> Diagnosis:
     """Correlate the events, choose remedies and say the verdict.
+
+    `sessions` names the Ray session of each event (in the order of `events`): each
+    session is correlated on its own, so that no incident spans two runs; events and
+    incidents are then numbered session after session. None: one run.
 
     The events given are left as they were: the clock and the correlator work on copies,
     so a caller (`watch`, a bot) may diagnose the same events again as more arrive."""
@@ -126,7 +130,7 @@ def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue], kinds:
     with collector.paused():
         events = [copy_of(e) for e in events]
         clocks = settle(events, clues, inputs)
-        ordered, incidents = correlate(events, clues, kinds)
+        ordered, incidents = _correlate_each(events, clues, kinds, sessions)
         number(ordered)
         text = evidence_text(events, clues, kinds.memory_lines)
         frameworks = detect_frameworks(text)
@@ -147,6 +151,32 @@ def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue], kinds:
             diagnosis.remedies[incident.id or ""] = remedies_for(incident, frameworks, clues, text)
         diagnosis.verdict = verdict(incidents, clues, diagnosis)
     return diagnosis
+
+
+def _correlate_each(events: list[Event], clues: list[Clue], kinds: Kinds, sessions: list[str | None] | None) -> tuple[list[Event], list[Incident]]:
+    """correlate() run on each session's events apart (with the clues of their files), the
+    results one after the other, incidents numbered i1, i2, ... across them."""
+    groups: dict[str | None, list[Event]] = {}
+    for event, session in zip(events, sessions or [None] * len(events), strict=True):
+        groups.setdefault(session, []).append(event)
+    by_path: dict[str, list[Clue]] = {}
+    for clue in clues if len(groups) > 1 else ():
+        by_path.setdefault(clue.source.path, []).append(clue)
+    ordered: list[Event] = []
+    incidents: list[Incident] = []
+    for session, members in groups.items():
+        context = clues
+        if by_path:  # one session among several: the clues of its events' files
+            paths = dict.fromkeys(source.path for event in members for source in event.sources)
+            context = [clue for path in paths for clue in by_path.get(path, ())]
+        in_order, found = correlate(members, context, kinds)
+        ordered += in_order
+        for incident in found:
+            incident.session = session
+        incidents += found
+    for number_, incident in enumerate(incidents, 1):
+        incident.id = f"i{number_}"
+    return ordered, incidents
 
 
 def verdict(incidents: list[Incident], clues: list[Clue], diagnosis: Diagnosis) -> dict[str, Any] | None:

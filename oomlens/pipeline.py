@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import gc
 import io
 import itertools
@@ -17,7 +18,7 @@ from .layout import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
 from .reduce import BUCKETS, READINGS, Reduction, reduce_found, restore, restored
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
-from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, reopen
+from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, reopen, session_start
 from .times import YEAR, Stamp, first_stamp
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ def analyze(
     progress: Callable[[Input], None] | None = None,
     budget: int | None = BUCKETS,
     registry: Registry | None = None,
+    session: str | None = None,
 ) -> Diagnosis:
     """Read every input under `paths` and diagnose what they show.
 
@@ -79,7 +81,9 @@ def analyze(
     and pipes stream through this process. Results are merged in input order, so the
     diagnosis is the same whatever `jobs` is. Memory readings are kept within `budget`
     buckets (reduce.py); None keeps every one. `registry`: the families read and what their
-    kinds mean (registry.py; default: the shipped ones)."""
+    kinds mean (registry.py; default: the shipped ones). `session`: read only one Ray
+    session, "latest" or a session folder's name (sources.discover); each session read is
+    correlated on its own."""
     registry = registry or Registry.shipped()
     fams, added = registry.families, registry.added
     jobs = jobs or os.cpu_count() or 1
@@ -88,7 +92,7 @@ def analyze(
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_started) if jobs > 1 else None
     with collector.paused():  # the events come in by the ten thousand, and stay
         try:
-            for item in discover(list(paths)):
+            for item in discover(list(paths), session):
                 if pool is not None and item.file is not None:
                     waiting.append(len(read))
                     read.append((item, None))
@@ -120,8 +124,11 @@ def analyze(
             restore([found for _, found in results], kept)
         events: list[Event] = []
         clues: list[Clue] = []
+        sessions = sorted({item.session for item, _ in results if item.session is not None})
+        by_session: dict[str | None, list[Event]] = {name: [] for name in [*sessions, None]}
         for item, found in results:
             item.readings_kept = sum(1 for x in found if x.kind in READINGS)
+            place = _placer(item, sessions)
             for event in found:
                 if event.node is None:  # an archive member may learn its node after it was read
                     event.node = item.node
@@ -129,8 +136,36 @@ def analyze(
                     clues.append(event)
                 else:
                     events.append(event)
+                    by_session[place(event)].append(event)
         name_workers(events, [item.path for item, _ in results])
-        return diagnose([item for item, _ in results], fold(events, registry.kinds), clues, registry.kinds)
+        folded: list[Event] = []
+        of: list[str | None] = []
+        for name, found in by_session.items():  # reports of one occurrence are of one session
+            found = fold(found, registry.kinds)
+            folded += found
+            of += [name] * len(found)
+        return diagnose([item for item, _ in results], folded, clues, registry.kinds, of)
+
+
+def _placer(item: Input, sessions: list[str]) -> Callable[[Event], str | None]:
+    """Which Ray session an event of `item` belongs to: the one the input lies in. An input
+    outside any session (a driver log named beside them) belongs to the only session; among
+    several, each event to the session begun last by its time as printed (a session's name
+    tells when it began; a time before them all goes to the first), an event with no time to
+    that of the event before it in the input; None when it has none."""
+    if item.session is not None or len(sessions) < 2:
+        only = item.session or (sessions[0] if sessions else None)
+        return lambda _event: only
+    starts = [(session_start(name) or "")[:19] for name in sessions]
+    last: list[str | None] = [None]
+
+    def place(event: Event) -> str | None:
+        time = event.time or event.time_latest
+        if time:
+            last[0] = sessions[max(0, bisect.bisect_right(starts, time[:19]) - 1)]
+        return last[0]
+
+    return place
 
 
 def _hand_out(

@@ -7,8 +7,14 @@ decompressed as streams, tar archives (plain, `.tar.gz`/`.tgz`, `.tar.zst`) are 
 member by member, and `-` is standard input; a named pipe given by name (`<(zcat x.gz)`)
 is read like standard input. In a Ray session folder (one holding `logs/`) the
 `runtime_resources/` and `sockets/` folders are left out: they hold environments and
-sockets, not logs. Nothing that cannot be read is skipped in silence: every problem
-becomes a sentence in the input's `problems`.
+sockets, not logs. Beside `session_*` folders (in /tmp/ray) only the sessions and files
+named as logs are read: a README there is no log, and `session_latest` is only a link to
+the newest session. Nothing that cannot be read is skipped in silence: every problem
+becomes a sentence in the input's `problems`, except the empty folders Ray itself makes
+in every session's `logs/`.
+
+Each input knows the Ray session it lies in (the `session_<date>_<time>_<pid>` folder on its
+path), so that sessions are correlated apart and one of them can be read alone.
 
 Memory stays bounded and nothing hangs: special files met in a walk (pipes, devices,
 sockets, links to /dev/zero) are never opened, and a decompressed stream that grows far
@@ -49,6 +55,16 @@ STEP = 8192  # bytes asked of a decoder or archive member at a time: a cut loses
 INFLATE_STEP = 1 << 18  # bytes of text asked of gzip at a time: its decoder keeps all it decoded before a cut
 NODE_HEAD = 1 << 16  # raylet.out names its node within its first lines
 SESSION_SKIP = ("runtime_resources", "sockets")  # beside a session's logs/: environments and sockets
+# A session folder, as ray/_private/node.py names it: session_{%Y-%m-%d_%H-%M-%S_%f}_{pid}
+SESSION = re.compile(r"^session_(\d{4}-\d\d-\d\d)_(\d\d)-(\d\d)-(\d\d)_(\d+)_\d+$")
+LATEST = "session_latest"  # node.py's link to the newest session, beside the session_* folders
+# Folders Ray makes in a session's logs/ whether or not anything is ever written there:
+# node.py (old, and tpu_logs, a link to libtpu's folder when there is one), the nsight,
+# rocprof_sys and omnitrace runtime-env plugins, and the event writers of the raylet, GCS
+# and workers (events, export_events)
+RAY_FOLDERS = frozenset({"events", "export_events", "nsight", "old", "omnitrace", "rocprof_sys", "tpu_logs"})
+RAY_LOG_ROLES = frozenset({"raylet", "gcs", "core_worker", "worker"})  # a file of these tells a Ray logs/ folder
+LOG_NAME = re.compile(r"\.(?:log|out|err|txt)(?:\.\d+)?(?:\.gz|\.zst)?$", re.IGNORECASE)  # beside sessions: a log by its name
 ARCHIVE_NAMES = (".tar", ".tar.gz", ".tgz", ".tar.zst")
 # isal's stub declares `error` an exception (an instance); it is the class IsalError
 DECODE_ERRORS = (EOFError, OSError, zlib.error, cast("type[Exception]", inflate.error), tarfile.TarError, zstandard.ZstdError)
@@ -86,6 +102,7 @@ class Input:
     problems: list[str] = field(default_factory=list)
     readings: int = 0  # memory readings read (reduce.py)
     readings_kept: int = 0  # and kept
+    session: str | None = None  # the Ray session folder (session_*) the input lies in
 
     def __post_init__(self) -> None:
         self.path = shown(self.path)
@@ -94,6 +111,8 @@ class Input:
         out = {"path": self.path, "role": self.role, "bytes": self.bytes, "lines": self.lines, "problems": self.problems}
         if self.readings:  # additive: the memory lines read, and how many of them the diagnosis keeps
             out["readings"] = {"read": self.readings, "kept": self.readings_kept}
+        if self.session is not None:  # additive: the Ray session it lies in
+            out["session"] = self.session
         return out
 
 
@@ -114,65 +133,171 @@ def role_of(name: str) -> tuple[str, int | None]:
     return "other", None
 
 
-def discover(paths: list[str]) -> Iterator[Input]:
+@dataclass(frozen=True)
+class Pick:
+    """The one Ray session to read (`--session`); `session` is None when none was found."""
+
+    session: str | None
+
+    def keeps(self, at: str | None) -> bool:
+        return at is not None and at == self.session
+
+
+def discover(paths: list[str], session: str | None = None) -> Iterator[Input]:
     """Every input under the given paths, in a stable order, problems included.
+
+    `session` reads one Ray session alone: "latest" (the newest by the time in its name)
+    or a session folder's name. Then only that session's files are read, and the files
+    named outside any session: a path that gives none says so.
 
     Inputs stream: read each one before asking for the next (archive members and
     standard input cannot be read later)."""
+    pick = None if session is None else Pick(newest(sessions_under(paths)) if session == "latest" else session)
     seen: dict[tuple[int, int], str] = {}
     for path in paths:
-        if path == "-":
-            yield from _stream("-", lambda: sys.stdin.buffer)
-        else:
-            yield from _walk(path, seen, named=True)
+        told = False
+        found = _stream("-", lambda: sys.stdin.buffer, pick) if path == "-" else _walk(path, seen, True, session_of(path), pick)
+        for item in found:
+            told = True
+            yield item
+        if pick is not None and not told:
+            asked = f"Ray session {pick.session}" if pick.session else "Ray session folder (session_*)"
+            yield Input(path, problems=[f"no {asked} in it: nothing read"])
+
+
+def session_of(path: str) -> str | None:
+    """The Ray session a path on disk lies in: the last session_* folder of its real path
+    (session_latest is resolved)."""
+    return _session_in(os.path.realpath(path).split(os.sep))
+
+
+def _session_in(parts: list[str], default: str | None = None) -> str | None:
+    return next((part for part in reversed(parts) if SESSION.match(part)), default)
+
+
+def session_start(name: str) -> str | None:
+    """When a session began, as an ISO time (the time in its name: the head node's clock)."""
+    m = SESSION.match(name)
+    return f"{m.group(1)}T{m.group(2)}:{m.group(3)}:{m.group(4)}.{m.group(5)}" if m else None
+
+
+def newest(sessions: set[str]) -> str | None:
+    """The session begun last, by the time in its name (what session_latest points to)."""
+    return max(sessions, key=lambda name: (session_start(name), name), default=None)
+
+
+def sessions_under(paths: list[str]) -> set[str]:
+    """The Ray sessions at or under `paths`: the session a path lies in, the session_*
+    folders below it (not entered), and the sessions the members of tar archives lie in."""
+    found: set[str] = set()
+    seen: set[tuple[int, int]] = set()
+
+    def walk(at: str) -> None:
+        try:
+            st = os.stat(at)
+        except OSError:
+            return
+        if (st.st_dev, st.st_ino) in seen:
+            return
+        seen.add((st.st_dev, st.st_ino))
+        if stat.S_ISREG(st.st_mode) and at.lower().endswith(ARCHIVE_NAMES):
+            found.update(_archive_sessions(at))
+        elif stat.S_ISDIR(st.st_mode):
+            try:
+                names = _kept(at, os.listdir(at))
+            except OSError:
+                return
+            for name in names:
+                below = _session_below(os.path.join(at, name), name, None)
+                if below is not None:
+                    found.add(below)
+                elif name != LATEST:
+                    walk(os.path.join(at, name))
+
+    for path in paths:
+        at = session_of(path) if path != "-" else None
+        if at is not None:
+            found.add(at)
+        elif path != "-":
+            walk(path)
+    return found
+
+
+def _archive_sessions(path: str) -> set[str]:
+    """The sessions the members of a tar archive lie in, by their names (the archive is read
+    through once for them)."""
+    found: set[str] = set()
+    try:
+        with open(path, "rb") as raw, tarfile.open(fileobj=text_stream(raw, Input(path)), mode="r|") as tar:
+            for member in tar:
+                found.update(part for part in member.name.split("/") if SESSION.match(part))
+    except DECODE_ERRORS:  # told when the archive is read
+        pass
+    return found
+
+
+def _session_below(path: str, name: str, at: str | None) -> str | None:
+    """The session of a folder entry: its own name for a session folder, the one it points
+    to for session_latest, else the session of the folder it is in."""
+    if SESSION.match(name):
+        return name
+    return session_of(path) if name == LATEST else at
 
 
 def _reason(err: OSError) -> str:
     return err.strerror or str(err)
 
 
-def _walk(path: str, seen: dict[tuple[int, int], str], named: bool) -> Iterator[Input]:
+def _walk(path: str, seen: dict[tuple[int, int], str], named: bool, at: str | None = None, pick: Pick | None = None) -> Iterator[Input]:
+    """The inputs at `path`, which lies in session `at`; `named` on the command line."""
+    if pick is not None and at is not None and not pick.keeps(at):  # another session than the one asked for
+        if named:
+            yield Input(path, problems=[f"in Ray session {at}, not {pick.session}: not read"], session=at)
+        return
     try:
         st = os.stat(path)
     except FileNotFoundError:
         what = "dangling symbolic link" if os.path.islink(path) else "no such file or folder"
-        yield Input(path, problems=[f"{what}: nothing read"])
+        yield Input(path, problems=[f"{what}: nothing read"], session=at)
         return
     except OSError as err:
         what = "symbolic link loop" if err.errno == errno.ELOOP else f"cannot read ({_reason(err)})"
-        yield Input(path, problems=[f"{what}: nothing read"])
+        yield Input(path, problems=[f"{what}: nothing read"], session=at)
         return
     key = (st.st_dev, st.st_ino)
     if key in seen:
-        yield Input(path, problems=[f"same as {shown(seen[key])} (a link, or a link loop): not read again"])
+        if LATEST not in (os.path.basename(path), os.path.basename(seen[key])):  # session_latest is the newest session: no news
+            yield Input(path, problems=[f"same as {shown(seen[key])} (a link, or a link loop): not read again"], session=at)
         return
     if stat.S_ISDIR(st.st_mode):
         seen[key] = path
-        yield from _folder(path, seen)
+        yield from _folder(path, seen, named, at, pick)
     elif stat.S_ISREG(st.st_mode):
         seen[key] = path
-        yield from _file(path)
+        yield from _file(path, named, at, pick)
     elif stat.S_ISFIFO(st.st_mode) and named:
         # named on the command line, e.g. `<(zcat x.gz)`: read it like standard input
-        yield from _stream(path, lambda: open(path, "rb"))
+        yield from _stream(path, lambda: open(path, "rb"), pick)
     else:
         kind = "a named pipe" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
-        yield Input(path, problems=[f"{kind}, not a regular file: not read"])
+        yield Input(path, problems=[f"{kind}, not a regular file: not read"], session=at)
 
 
-def _folder(path: str, seen: dict[tuple[int, int], str]) -> Iterator[Input]:
+def _folder(path: str, seen: dict[tuple[int, int], str], named: bool, at: str | None, pick: Pick | None) -> Iterator[Input]:
     try:
-        names = _kept(os.listdir(path))
+        names = _kept(path, os.listdir(path))
     except OSError as err:
-        yield Input(path, problems=[f"cannot list folder: {_reason(err)}"])
+        yield Input(path, problems=[f"cannot list folder: {_reason(err)}"], session=at)
         return
     if not names:
-        yield Input(path, problems=["empty folder: nothing to read"])
+        if named or not _made_by_ray(path):
+            yield Input(path, problems=["empty folder: nothing to read"], session=at)
         return
     node = _node_of_folder(path, names)
     beside = None  # a kernel log copied beside a node's logs/ was written on that node
     for name in names:
-        for item in _walk(os.path.join(path, name), seen, named=False):
+        child = os.path.join(path, name)
+        for item in _walk(child, seen, False, _session_below(child, name, at), pick):
             if item.node is None and item.role == "kernel" and "logs" in names:
                 beside = beside or _node_of_folder(path, names, os.path.join("logs", "raylet.out"))
                 item.node = beside
@@ -181,11 +306,32 @@ def _folder(path: str, seen: dict[tuple[int, int], str]) -> Iterator[Input]:
             yield item
 
 
-def _kept(names: list[str]) -> list[str]:
+def _kept(path: str, names: list[str]) -> list[str]:
     """A folder's entries that may hold logs, in the order they are read: in a Ray session
-    folder (one holding logs/) the other subfolders hold none."""
+    folder (one holding logs/) the other subfolders hold none; beside session_* folders
+    (/tmp/ray) a file is read when its name says it is a log (a README or notes are not)."""
     names = sorted(names)
-    return [n for n in names if n not in SESSION_SKIP] if "logs" in names else names
+    if "logs" in names:
+        return [n for n in names if n not in SESSION_SKIP]
+    if any(SESSION.match(n) for n in names):
+        return [n for n in names if SESSION.match(n) or _log_named(n) or os.path.isdir(os.path.join(path, n))]
+    return names
+
+
+def _log_named(name: str) -> bool:
+    """A file name that says the file is a log: a Ray log's, a driver's or kernel's, a
+    `.log/.out/.err/.txt` (rotated or compressed), or an archive of them."""
+    return role_of(name)[0] != "other" or LOG_NAME.search(name) is not None or name.lower().endswith(ARCHIVE_NAMES)
+
+
+def _made_by_ray(path: str) -> bool:
+    """An empty folder Ray itself makes in every session's logs/ (RAY_FOLDERS): no problem."""
+    if os.path.basename(path) not in RAY_FOLDERS:
+        return False
+    try:
+        return any(role_of(name)[0] in RAY_LOG_ROLES for name in os.listdir(os.path.dirname(path)))
+    except OSError:
+        return False
 
 
 def files_under(path: str) -> Iterator[tuple[str, os.stat_result]]:
@@ -207,7 +353,7 @@ def files_under(path: str) -> Iterator[tuple[str, os.stat_result]]:
             yield at, st
         elif stat.S_ISDIR(st.st_mode):
             try:
-                names = _kept(os.listdir(at))
+                names = _kept(at, os.listdir(at))
             except OSError:
                 return
             for name in names:
@@ -233,7 +379,9 @@ def node_in(raylet_head: bytes) -> str | None:
     return (m.group(1) or m.group(2)).decode() if m else None
 
 
-def _file(path: str) -> Iterator[Input]:
+def _file(path: str, named: bool = True, at: str | None = None, pick: Pick | None = None) -> Iterator[Input]:
+    """A file (in session `at`): an archive's members, or the file itself, sniffed. With a
+    session picked, a file met in a walk outside it is not read (its members may be)."""
     probe = Input(path)  # problems met while sniffing are met again, and told, when reading
     try:
         with open(path, "rb") as fh:
@@ -246,14 +394,16 @@ def _file(path: str) -> Iterator[Input]:
             with open(path, "rb") as fh:
                 head = _past_hole(fh, head)
     except OSError as err:
-        yield Input(path, problems=[f"cannot read ({_reason(err)}): nothing read"])
+        yield Input(path, problems=[f"cannot read ({_reason(err)}): nothing read"], session=at)
         return
     if path.lower().endswith(ARCHIVE_NAMES) or _is_tar(head):
-        archive = Input(path)
-        yield from _archive(archive, lambda: text_stream(open(path, "rb"), archive))
+        archive = Input(path, session=at)
+        yield from _archive(archive, lambda: text_stream(open(path, "rb"), archive), pick)
+        return
+    if pick is not None and not named and not pick.keeps(at):
         return
     role, pid = role_of(path)
-    item = Input(path, role, pid, size=size)
+    item = Input(path, role, pid, size=size, session=at)
     if is_binary(head):
         item.problems.append("binary file (not text): not read")
     else:
@@ -270,8 +420,9 @@ def reopen(item: Input) -> Input:
     return again
 
 
-def _stream(name: str, opener: Callable[[], BinaryIO]) -> Iterator[Input]:
-    """Standard input or a named pipe: sniffed once, since it cannot be read twice."""
+def _stream(name: str, opener: Callable[[], BinaryIO], pick: Pick | None = None) -> Iterator[Input]:
+    """Standard input or a named pipe: sniffed once, since it cannot be read twice. Text is
+    read whatever session is picked (it was named); a tar's members are picked from."""
     role, pid = ("driver", None) if name == "-" else role_of(name)
     item = Input(name, role, pid)
     try:
@@ -287,7 +438,7 @@ def _stream(name: str, opener: Callable[[], BinaryIO]) -> Iterator[Input]:
         return
     if _is_tar(head):
         item.role = "other"
-        yield from _archive(item, lambda: stream)
+        yield from _archive(item, lambda: stream, pick)
     elif is_binary(head):
         item.problems.append("binary data (not text): not read")
         yield item
@@ -300,12 +451,14 @@ def _is_tar(head: bytes) -> bool:
     return head[257:262] == b"ustar"
 
 
-def _archive(archive: Input, opener: Callable[[], BinaryIO]) -> Iterator[Input]:
+def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None = None) -> Iterator[Input]:
     """Members of a session archive, streamed: each member is readable until the next is yielded.
 
     A member gets the node of the raylet.out nearest above it; a raylet.out met after
     some members of its folder gives them its node too (the pipeline then applies it to
-    their events). Problems of the archive as a whole come last, as an input of their own."""
+    their events), and the session folder it lies in (else the archive's). With a session
+    picked, the other members are passed over. Problems of the archive as a whole come
+    last, as an input of their own."""
     nodes: dict[str, str] = {}  # folder inside the archive -> node its raylet.out names
     members: list[tuple[str, Input]] = []  # the regular files, with their folders
     count = 0
@@ -321,13 +474,16 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO]) -> Iterator[Input]:
                 continue
             count += 1
             name = f"{archive.path}:{member.name}"
+            session = _session_in(member.name.split("/"), archive.session)
+            if pick is not None and not pick.keeps(session):
+                continue
             reader = tar.extractfile(member) if member.isfile() else None
             if reader is None:
-                yield Input(name, problems=["archive member is a link or special file: not read"])
+                yield Input(name, problems=["archive member is a link or special file: not read"], session=session)
                 continue
             folder, base = posixpath.split(member.name)
             role, pid = role_of(base)
-            item = Input(name, role, pid, node=_nearest(nodes, folder))
+            item = Input(name, role, pid, node=_nearest(nodes, folder), session=session)
             # the reader is an ExFileObject, a BufferedReader (read1 is what Limited reads); typeshed says IO[bytes]
             stream = text_stream(io.BufferedReader(Limited(cast(io.BufferedReader, reader), item, "archive member"), NODE_HEAD), item)
             head = stream.peek(NODE_HEAD)

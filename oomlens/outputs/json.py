@@ -30,6 +30,7 @@ def incident(diagnosis: Diagnosis, incident: Incident) -> dict[str, Any]:
         "culprit": incident.culprit,
         "trend": incident.trend,
         "framework": diagnosis.framework,
+        "session": incident.session,
     }
 
 
