@@ -8,6 +8,7 @@ the driver console, events/*.log) is folded into one event with several sources.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -213,6 +214,7 @@ def from_rows(rows: list[tuple]) -> list[Event | Clue]:
 
 
 FOLD_WINDOW_S = 120  # two reports of one occurrence are never further apart than this
+FOLD_LINES = 400  # nor, in one file, more lines apart than this (an allocator's warning and its traceback's last line)
 
 
 WORKER_FILE = re.compile(r"^(?:python-core-worker-|(?:io_)?worker-)([0-9a-f]{40,})[-_](?:[0-9a-f]+-)?(\d+)")
@@ -320,23 +322,71 @@ def _nearest(event: Event, full: list[Event]) -> Event | None:
 
 def _fold_identical(events: list[Event], kinds: Kinds, folded: set[str]) -> list[Event]:
     kept: list[Event] = []
-    index: dict[tuple, list[Event]] = {}
+    index: dict[tuple, _Homes] = {}
     for event in events:
         if event.kind not in folded:  # a memory sample: tens of thousands of them, none folded
             kept.append(event)
             continue
         kind = kinds[event.kind]
-        home = next((o for key in _identities(event, kind) for o in index.get(key, ()) if _close_in_time(event, o)), None)
+        home = next((o for key in _identities(event, kind) if key in index for o in index[key].near(event) if _close_in_time(event, o)), None)
         if home is None:
             kept.append(event)
             home = event
         else:
             _absorb(home, event)
-        for key in _identities(home, kind):  # a report that joined may have brought another identity
-            bucket = index.setdefault(key, [])
-            if not any(other is home for other in bucket):
-                bucket.append(home)
+        for key in _identities(home, kind):  # a report that joined may have brought another identity, or another time
+            index.setdefault(key, _Homes()).add(home)
     return kept
+
+
+class _Homes:
+    """The reports of one identity kept so far, found by when they may have happened: a
+    report is compared only with those whose times lie within FOLD_WINDOW_S of its own
+    (a run that repeats one failure every few minutes has thousands of them), and with
+    those whose time says too little to place them (no stamp on either side)."""
+
+    __slots__ = ("loose", "order", "slots")
+
+    def __init__(self) -> None:
+        self.slots: dict[tuple[bool, int], list[Event]] = {}  # (zoned, FOLD_WINDOW_S slot) -> homes
+        self.loose: list[Event] = []
+        self.order: dict[int, int] = {}  # id of each home -> when it was first added
+
+    def add(self, event: Event) -> None:
+        """Add a home, or add it again where its time now lies after it took in a report (a
+        place it left may still list it: every candidate is checked again)."""
+        self.order.setdefault(id(event), len(self.order))
+        lo, hi, zoned = _interval(event)
+        if hi - lo > SLOTS_MAX * FOLD_WINDOW_S:  # unbounded, or a very wide interval
+            if not any(other is event for other in self.loose):
+                self.loose.append(event)
+            return
+        for slot in range(int(lo // FOLD_WINDOW_S), int(hi // FOLD_WINDOW_S) + 1):
+            homes = self.slots.setdefault((zoned, slot), [])
+            if not any(other is event for other in homes):
+                homes.append(event)
+
+    def near(self, event: Event) -> list[Event]:
+        """The homes that may be the same occurrence as `event`, in the order they came."""
+        lo, hi, zoned = _interval(event)
+        if hi - lo > SLOTS_MAX * FOLD_WINDOW_S:
+            found = [*self.loose, *(home for homes in self.slots.values() for home in homes)]
+        else:
+            found = list(self.loose)
+            first, last = int((lo - FOLD_WINDOW_S) // FOLD_WINDOW_S), int((hi + FOLD_WINDOW_S) // FOLD_WINDOW_S)
+            for slot in range(first, last + 1):
+                found.extend(self.slots.get((zoned, slot), ()))
+            if not event.time_inferred and event.time is not None:
+                # a home that printed its zone where this one printed local time (or the
+                # other way round) may lie any whole-quarter-hour offset away
+                reach = int(max(-ZONES_S[0], ZONES_S[1]) // FOLD_WINDOW_S) + 1
+                for slot in range(first - reach, last + reach + 1):
+                    found.extend(self.slots.get((not zoned, slot), ()))
+        unique = {id(home): home for home in found}
+        return sorted(unique.values(), key=lambda home: self.order[id(home)])
+
+
+SLOTS_MAX = 720  # an interval wider than this many windows (a day) is compared with every home
 
 
 def _identities(event: Event, kind: Kind) -> list[tuple]:
@@ -386,31 +436,44 @@ ZONES_S = (-12 * 3600, 14 * 3600)  # from UTC-12 to UTC+14
 
 
 def _close_in_time(a: Event, b: Event) -> bool:
-    """Could two reports be of one occurrence? An inferred time is only a lower bound: the
-    line came after the stamped line it borrowed its time from, by an unknown while."""
+    """Could two reports be of one occurrence? Not when one file reports both far apart (a
+    process that fails again and again, each time in a traceback of its own); else when
+    their times may lie within FOLD_WINDOW_S. An inferred time is an interval: the line came
+    after the stamped line it borrowed its time from and before the next stamped line."""
+    apart = [abs(x.line - y.line) for x in a.sources for y in b.sources if x.path == y.path]
+    if apart and min(apart) > FOLD_LINES:
+        return False
     gap = _gap(a, b)
     return gap is not None and gap <= FOLD_WINDOW_S
 
 
+def _interval(event: Event) -> tuple[float, float, bool]:
+    """(earliest, latest, printed with a zone) of when a report may have been written: its own
+    stamp, or the stamps before and after its line; unbounded where there are none."""
+    time = event.time
+    lo = seconds(time) if time is not None else -math.inf
+    if time is not None and not event.time_inferred:
+        return lo, lo, _zoned(time)
+    latest = event.time_latest
+    hi = seconds(latest) if latest is not None else math.inf
+    shown = time if time is not None else latest
+    return lo, hi, shown is not None and _zoned(shown)
+
+
 def _gap(a: Event, b: Event) -> float | None:
     """Seconds between two reports at the least, or None when they cannot be one occurrence."""
-    if a.time is None or b.time is None or (a.time_inferred and b.time_inferred):
-        return 0.0
-    ta, tb = seconds(a.time), seconds(b.time)
-    if _zoned(a.time) != _zoned(b.time):
+    lo_a, hi_a, zoned_a = _interval(a)
+    lo_b, hi_b, zoned_b = _interval(b)
+    if zoned_a != zoned_b and math.isfinite(lo_a) and math.isfinite(lo_b):
         # one printed its zone, the other its host's local time, whose offset is not known
         # yet (clock.py learns it from these very reports): any whole-quarter-hour offset
         # may lie between them
         if a.time_inferred or b.time_inferred:
             return None
-        local_minus_utc = tb - ta if _zoned(a.time) else ta - tb
+        local_minus_utc = lo_b - lo_a if zoned_a else lo_a - lo_b
         offset = min(max(round(local_minus_utc / ZONE_STEP_S) * ZONE_STEP_S, ZONES_S[0]), ZONES_S[1])
         return abs(local_minus_utc - offset)
-    if a.time_inferred:
-        return 0.0 if tb >= ta - FOLD_WINDOW_S else None
-    if b.time_inferred:
-        return 0.0 if ta >= tb - FOLD_WINDOW_S else None
-    return abs(ta - tb)
+    return max(0.0, lo_b - hi_a, lo_a - hi_b)
 
 
 def _richness(event: Event) -> int:

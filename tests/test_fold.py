@@ -1,0 +1,63 @@
+"""Folding reports of one occurrence (events.fold): a failure that repeats is many
+occurrences, whatever their identity shares, and finding the report another one joins
+costs no more for the ten-thousandth repeat than for the second."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from oomlens import analyze, events as events_module
+
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which "
+    "1.05 GiB is free. Process 12345 has 78.09 GiB memory in use. Of the allocated memory 75.00 GiB is allocated by PyTorch, "
+    "and 1.20 GiB is reserved by PyTorch but unallocated."
+)
+
+
+def _repeats(count: int, minutes: int) -> str:
+    start = datetime.datetime(2026, 1, 1)
+    stamp = [(start + datetime.timedelta(minutes=minutes * n)).strftime("%Y-%m-%d %H:%M:%S,000") for n in range(count)]
+    return "".join(f"{t} - trainer - ERROR - {OOM}\n" for t in stamp)
+
+
+@pytest.mark.parametrize("count", [50, 400, 3000])
+def test_the_same_failure_every_ten_minutes_is_that_many_events_found_in_linear_work(tmp_path, monkeypatch, count):
+    compared = []
+    original = events_module._close_in_time
+    monkeypatch.setattr(events_module, "_close_in_time", lambda a, b: compared.append(1) or original(a, b))
+    log = tmp_path / "trainer.log"
+    log.write_text(_repeats(count, 10), encoding="utf-8")
+    found = analyze(str(log), jobs=1)
+    assert len([e for e in found.events if e.kind == "cuda_oom"]) == count
+    assert len(compared) <= 3 * count  # each report meets its neighbours in time, not every earlier one
+
+
+def test_a_file_without_times_that_fails_again_and_again_keeps_each_failure(tmp_path):
+    """A worker's stderr prints no time: the same OOM in five tracebacks far apart is five."""
+    filler = "".join(f"step {n}: loss 0.{n:04d}\n" for n in range(FILLER))
+    log = tmp_path / "worker-0123456789abcdef0123456789abcdef0123456789abcdef01234567-ffffffff-4242.err"
+    log.write_text(
+        "".join(f'{filler}Traceback (most recent call last):\n  File "train.py", line 9, in step\n    loss.backward()\n{OOM}\n' for _ in range(5)),
+        encoding="utf-8",
+    )
+    assert len([e for e in analyze(str(log), jobs=1).events if e.kind == "cuda_oom"]) == 5
+
+
+FILLER = events_module.FOLD_LINES + 10
+
+
+def test_one_failure_told_twice_close_together_in_one_file_is_one_event(tmp_path):
+    """vLLM's allocator warns on stderr and raises with the same source line: one occurrence."""
+    text = (
+        "[2026-01-01 00:00:00] WARNING cumem_allocator.cpp:145 CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:145\n"
+        "Traceback (most recent call last):\n"
+        '  File "/x/vllm/device_allocator/cumem.py", line 80, in wake_up\n'
+        "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:145\n"
+    )
+    log = tmp_path / "vllm.log"
+    log.write_text(text, encoding="utf-8")
+    ooms = [e for e in analyze(str(log), jobs=1).events if e.kind == "cuda_oom"]
+    assert len(ooms) == 1 and len(ooms[0].sources) == 2
