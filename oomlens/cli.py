@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from datetime import datetime
 from typing import TYPE_CHECKING, NoReturn
 
 import click
@@ -14,6 +15,7 @@ from .progress import Progress
 
 if TYPE_CHECKING:
     from .diagnosis import Diagnosis
+    from .outputs.filters import Filters
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -60,6 +62,32 @@ session_option = click.option(
 )
 
 
+def _kinds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> frozenset[str]:
+    """--kind: checked against the kinds table before anything is read (imported here, not
+    with the command line: `--help` needs only click)."""
+    if values:
+        from .kinds import shipped
+
+        known = shipped().names
+        unknown = [v for v in values if v not in known]
+        if unknown:
+            raise click.BadParameter(f"unknown kind {', '.join(unknown)}; the kinds are {', '.join(known)}")
+    return frozenset(values)
+
+
+def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    """--since/--until: an ISO time without a zone, as the events' times are written."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO time like 2026-11-22T03:37:00") from None
+    if moment.tzinfo is not None:
+        raise click.BadParameter("give the time without a zone, as the TIME column shows it (the events are on one clock)")
+    return moment
+
+
 def _diagnose(paths: tuple[str, ...], jobs: int | None, all_readings: bool = False, session: str | None = None) -> Diagnosis:
     """Analyze with a progress line on a terminal; every input problem is told on stderr.
 
@@ -93,7 +121,35 @@ def _diagnose(paths: tuple[str, ...], jobs: int | None, all_readings: bool = Fal
 @readings_option
 @session_option
 @click.option("--fail-on", type=click.Choice(["incident"]), default=None, help="exit 3 when the logs show an incident (for scripts and CI).")
-def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, all_readings: bool, session: str | None, fail_on: str | None) -> None:
+@click.option("--readings", is_flag=True, help="list memory readings too, not only failures (one row per reading, however many files print it).")
+@click.option(
+    "--kind", "kinds", multiple=True, metavar="KIND", callback=_kinds, help="list only events of this kind (repeatable; the names of data/kinds.toml)."
+)
+@click.option("--node", "nodes", multiple=True, metavar="NODE", help="list only events of this node (repeatable), as the NODE column shows it.")
+@click.option("--since", metavar="TIME", callback=_time, help="list only events at or after this ISO time, as the TIME column shows it (2026-11-22T03:37:00).")
+@click.option("--until", metavar="TIME", callback=_time, help="list only events at or before this ISO time.")
+@click.option(
+    "--color",
+    "color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="auto: colour only on a terminal, and not with NO_COLOR set.",
+)
+def parse(
+    paths: tuple[str, ...],
+    fmt: str,
+    jobs: int | None,
+    all_readings: bool,
+    session: str | None,
+    fail_on: str | None,
+    readings: bool,
+    kinds: frozenset[str],
+    nodes: tuple[str, ...],
+    since: datetime | None,
+    until: datetime | None,
+    color: str,
+) -> None:
     """Parse Ray session folders, log files, archives or stdin (-) into events.
 
     Example: oomlens parse /tmp/ray/session_latest/logs driver.log --format json
@@ -101,13 +157,20 @@ def parse(paths: tuple[str, ...], fmt: str, jobs: int | None, all_readings: bool
     Exit status: 0 when any input could be read, 1 when none could (each problem is
     told on stderr as `oomlens: <path>: <problem>`), 2 for a usage error; with
     `--fail-on incident`, 3 when an incident was found.
+
+    The table lists failures; --readings, --kind, --node, --since and --until choose
+    what the table and markdown's event list show. They never change --format json or
+    jsonl, which always hold every event (the whole contract).
     """
+    from .outputs.filters import Filters
+
+    filters = Filters(readings, kinds, frozenset(nodes), since, until)
     # the cycle collector would walk the whole diagnosis once more between reading and
     # writing it (a twentieth of a second for a long run), and find nothing
     with collector.paused():
         diagnosis = _diagnose(paths, jobs, all_readings, session)
         try:
-            _write(diagnosis, fmt)
+            _write(diagnosis, fmt, filters, color)
         except BrokenPipeError:  # `oomlens parse ... | head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         if not diagnosis.readable:
@@ -147,7 +210,7 @@ def report(paths: tuple[str, ...], output: str, jobs: int | None, all_readings: 
     _leave(0)
 
 
-def _write(diagnosis: Diagnosis, fmt: str) -> None:
+def _write(diagnosis: Diagnosis, fmt: str, filters: Filters, color: str) -> None:
     if fmt == "json":
         diagnosis.write_json(sys.stdout.buffer)
     elif fmt == "jsonl":
@@ -158,11 +221,13 @@ def _write(diagnosis: Diagnosis, fmt: str) -> None:
     elif fmt == "markdown":
         from .outputs.markdown import render
 
-        click.echo(render(diagnosis))
+        colour = terminal.colour(color, sys.stdout)
+        click.echo(table(diagnosis, terminal.width(sys.stdout), filters, colour), color=colour)
     else:
-        from .outputs.table import render
+        from .outputs import terminal
+        from .outputs.table import render as table
 
-        click.echo(render(diagnosis))
+        click.echo(render(diagnosis, filters))
     sys.stdout.flush()
 
 

@@ -18,7 +18,7 @@ SESSION = str(SESSIONS / "ray2.60-b-rl-actor-oom")
 
 
 def run(*args: str):
-    return CliRunner().invoke(main, list(args))
+    return CliRunner().invoke(main, list(args), env={"COLUMNS": "200"})  # a wide terminal: one line per row
 
 
 def test_table_ends_with_the_verdict():

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from ..diagnosis import Diagnosis
 from ..text import gib
+from .filters import Filters, listing
+from .table import left_out
+from .verdict import all_clear, nothing_read
 
 MAX_ROWS = 40
 
@@ -17,11 +20,15 @@ def _cell(text: object) -> str:
     return str("" if text is None else text).replace("|", "\\|").replace("\n", " ")
 
 
-def render(diagnosis: Diagnosis) -> str:
+def render(diagnosis: Diagnosis, filters: Filters | None = None) -> str:
+    """The summary; `filters` choose the events its event list shows (failures by default)."""
     out = ["## oomlens diagnosis", ""]
     v = diagnosis.verdict
-    if v is None:
-        out.append("No OOM or crash found in these logs.")
+    if not diagnosis.readable:
+        out.append(f"**Nothing read:** {nothing_read(diagnosis, 'below')}.")
+    elif v is None:
+        clear = all_clear(diagnosis, "below")
+        out.append(clear[0].upper() + clear[1:] + ".")
     else:
         out += [
             f"**Root cause:** {v['summary']}",
@@ -36,6 +43,13 @@ def render(diagnosis: Diagnosis) -> str:
     for incident in diagnosis.incidents:
         out += ["", f"### Incident {incident.id}: {diagnosis.kinds.label(incident.root.kind)} ({incident.memory or 'memory not shown'})", ""]
         out += [f"- {_cell(line)}" for line in incident.evidence]
+        killed = incident.root.fields.get("killed")
+        if isinstance(killed, list) and killed:  # every worker the kill report names (a raylet summary's is a count)
+            out += ["", f"Workers Ray killed ({len(killed)}):", "", "| pid | GiB | name |", "|---|---|---|"]
+            out += [
+                f"| {_cell(k.get('pid') if k.get('pid') is not None else k.get('worker_id'))} | {_gib(k.get('bytes'))} | `{_cell(k.get('name'))}` |"
+                for k in killed
+            ]
         remedies = diagnosis.remedies.get(incident.id or "", [])
         if remedies:
             out += ["", "| setting | value | now | why |", "|---|---|---|---|"]
@@ -54,12 +68,16 @@ def render(diagnosis: Diagnosis) -> str:
             )
         if len(readings) > MAX_ROWS:
             out.append(f"\n({len(readings) - MAX_ROWS} readings in the middle left out)")
-    failures = [e for e in diagnosis.events if e.kind not in diagnosis.kinds.memory_lines]
-    if failures:
+    chosen = listing(diagnosis, filters or Filters())
+    if chosen.rows:
         out += ["", "### Events", "", "| id | time | kind | node | pid | process | source |", "|---|---|---|---|---|---|---|"]
-        for e in failures[:MAX_ROWS]:
+        for e, node in chosen.rows[:MAX_ROWS]:
             who = ".".join(p for p in (e.actor, e.method) if p)
-            out.append(f"| {e.id} | {_cell(e.time)} | {e.kind} | {_cell(e.node)} | {_cell(e.pid)} | {_cell(who)} | `{_cell(e.source.path)}:{e.source.line}` |")
+            out.append(f"| {e.id} | {_cell(e.time)} | {e.kind} | {_cell(node)} | {_cell(e.pid)} | {_cell(who)} | `{_cell(e.source.path)}:{e.source.line}` |")
+    notes = [f"{len(chosen.rows) - MAX_ROWS:,} more event(s) not shown here: --format json has every one"] if len(chosen.rows) > MAX_ROWS else []
+    notes += left_out(chosen, len(chosen.rows), any(e.kind in diagnosis.kinds.memory_lines for e, _ in chosen.rows))
+    if notes and diagnosis.readable:
+        out += [""] + [f"- {_cell(note)}" for note in notes]
     problems = diagnosis.problems
     if problems:
         out += ["", "### Inputs that could not be read fully", ""] + [f"- {_cell(p)}" for p in problems]

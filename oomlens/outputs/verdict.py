@@ -1,23 +1,95 @@
-"""The verdict block a person reads first: root cause, component, cascade, fix."""
+"""The verdict block a person reads first: root cause, component, cascade, fix. When
+nothing could be read it says so: an empty read is never an all clear."""
 
 from __future__ import annotations
 
-import textwrap
+from typing import Any
+
+import click
 
 from ..diagnosis import Diagnosis
 from ..events import Event
 from ..text import gib
+from .terminal import wrap
+
+LABEL = 12  # the label column; a label as long as it gets two spaces more
+TEXT_MIN = 20  # narrower text than this goes under its label instead of beside it
+STYLES: dict[str, dict[str, Any]] = {  # modest: the labels only
+    "ROOT CAUSE": {"fg": "red", "bold": True},
+    "NOTHING READ": {"fg": "red", "bold": True},
+    "FIX": {"fg": "green", "bold": True},
+}
 
 
 def _clock(time: str | None) -> str:
     return time[11:19] if time else "?"
 
 
-def render(diagnosis: Diagnosis, width: int = 100) -> str:
-    """Labelled lines, wrapped to `width`, the label column kept clear."""
+def coverage(diagnosis: Diagnosis) -> tuple[int, int, int]:
+    """(inputs read, inputs that could not be read, inputs read only in part), as
+    Diagnosis.readable judges an input."""
+    read = [i for i in diagnosis.inputs if i.opener is not None and (i.bytes or not i.problems)]
+    return len(read), len(diagnosis.inputs) - len(read), sum(1 for i in read if i.problems)
+
+
+def all_clear(diagnosis: Diagnosis, where: str = "above") -> str:
+    """What to say when no incident was found: a blanket all clear only when every input
+    was read whole, else how much was read and how much was not."""
+    read, unread, part = coverage(diagnosis)
+    size = sum(i.bytes for i in diagnosis.inputs)
+    if not size:  # empty files or an empty stdin: read, and nothing in them
+        inputs = "the input read holds" if read == 1 else f"the {read} inputs read hold"
+        return f"{inputs} no text at all: this says nothing about the run"
+    if not unread and not part:
+        return "no OOM or crash found in these logs"
+    missing = [f"{unread} could not be read" if unread else "", f"{part} could be read only in part" if part else ""]
+    return (
+        f"no OOM or crash found in what could be read ({read} of {len(diagnosis.inputs)} input(s), {size:,} bytes); "
+        f"{' and '.join(m for m in missing if m)}: see the problems {where}, they may hold what went wrong"
+    )
+
+
+def nothing_read(diagnosis: Diagnosis, where: str = "above") -> str:
+    count = len(diagnosis.inputs)
+    inputs = "the input could not be read" if count == 1 else f"none of the {count} inputs could be read"
+    return f"{inputs}: see the problems {where}; this says nothing about the run"
+
+
+def victims(killed: list[dict[str, Any]]) -> str:
+    """Every worker a kill report says Ray killed, with its size where the report gives one."""
+    return "; ".join(_victim(k) for k in killed)
+
+
+def _victim(k: dict[str, Any]) -> str:
+    who = f"pid {k['pid']}" if k.get("pid") is not None else f"worker ID {k['worker_id']}" if k.get("worker_id") else "pid ?"
+    size = f" ({gib(k['bytes'])})" if k.get("bytes") else ""
+    return f"{who} {k.get('name') or ''}".rstrip() + size
+
+
+def render(diagnosis: Diagnosis, width: int = 100, colour: bool = False) -> str:
+    """Labelled lines, wrapped to `width` (any width from 1 up), the label column kept clear."""
+    rows = _rows(diagnosis)
+    label = max(LABEL, *(len(name) + 2 for name, _ in rows))
+    beside = width - label >= TEXT_MIN
+    lines = []
+    for name, text in rows:
+        styled = click.style(name, **STYLES.get(name, {"bold": True})) if colour and name else name
+        if beside:
+            wrapped = wrap(text, width - label)
+            lines.append(styled + " " * (label - len(name)) + wrapped[0])
+            lines.extend(" " * label + more for more in wrapped[1:])
+        else:
+            lines.extend(([styled] if len(name) <= width else wrap(name, width)) if name else [])
+            lines.extend(wrap(text, width, "  "))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _rows(diagnosis: Diagnosis) -> list[tuple[str, str]]:
     v = diagnosis.verdict
+    if not diagnosis.readable:
+        return [("NOTHING READ", nothing_read(diagnosis))]
     if v is None:
-        return "VERDICT     no OOM or crash found in these logs"
+        return [("VERDICT", all_clear(diagnosis))]
     rows: list[tuple[str, str]] = [("ROOT CAUSE", v["summary"])]
     incident = next((i for i in diagnosis.incidents if i.id == v.get("incident")), None)
     memory = f"{v['memory']} memory" if v["memory"] else "host or GPU not shown in the logs"
@@ -29,9 +101,7 @@ def render(diagnosis: Diagnosis, width: int = 100) -> str:
             rows.append(("", f"top memory user: pid {c['pid']} {c['command']} {gib(c['bytes'])}"))
         killed = incident.root.fields.get("killed")
         if isinstance(killed, list) and killed:  # a kill report's victims (a raylet summary's is a count)
-            k = killed[0]
-            size = f" ({gib(k['bytes'])})" if k.get("bytes") else ""
-            rows.append(("", f"killed: pid {k.get('pid')} {k.get('name') or ''}{size}"))
+            rows.append(("", ("killed: " if len(killed) == 1 else f"killed {len(killed)} workers: ") + victims(killed)))
         if incident.phase:
             rows.append(("", f"surfaced during {incident.phase}"))
         if incident.trend:
@@ -49,12 +119,7 @@ def render(diagnosis: Diagnosis, width: int = 100) -> str:
     others = len(diagnosis.incidents) - (1 if incident else 0)
     if others > 0:
         rows.append(("ALSO", f"{others} more incident(s): see --format json or markdown"))
-    lines = []
-    for label, text in rows:
-        wrapped = textwrap.wrap(text, width - 12) or [""]
-        lines.append(f"{label:<12}{wrapped[0]}")
-        lines.extend(f"{'':<12}{more}" for more in wrapped[1:])
-    return "\n".join(lines)
+    return rows
 
 
 def _where(event: Event) -> str:
