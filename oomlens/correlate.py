@@ -222,22 +222,23 @@ def group(events: list[Event], kinds: Kinds) -> list[Incident]:
     open incidents of their own, deaths before the timeouts they cause."""
     failures = [e for e in events if e.kind in kinds.failures]  # a few among tens of thousands of samples
     incidents: list[Incident] = []
+    anchors = _Anchors()
     for event in failures:
         if event.kind in kinds.memory_failures:
-            _join_or_open(incidents, incidents, event, kinds)
+            _join_or_open(incidents, 0, event, kinds, anchors)
     rest = []
     for event in failures:
         if event.kind not in kinds.memory_failures:
-            home = _home(incidents, event, kinds)
+            home = _home(incidents, 0, event, kinds, anchors)
             if home is None:
                 rest.append(event)
             else:
-                home.cascade.append(event)
+                _join(home, event, anchors)
     opened = len(incidents)
     # NCCL ranks time out waiting for a dead peer, sometimes on a node whose clock runs
     # ahead of the dead worker's: the death comes first
     for event in sorted(rest, key=lambda e: kinds.order(e.kind)):
-        _join_or_open(incidents, incidents[opened:], event, kinds)
+        _join_or_open(incidents, opened, event, kinds, anchors)
     for incident in incidents:
         incident.cascade.sort(key=lambda e: (seconds(e) is None, seconds(e) or 0))
         if kinds[incident.root.kind].burst:
@@ -246,12 +247,53 @@ def group(events: list[Event], kinds: Kinds) -> list[Incident]:
     return incidents
 
 
-def _join_or_open(incidents: list[Incident], candidates: list[Incident], event: Event, kinds: Kinds) -> None:
-    home = _home(candidates, event, kinds)
+class _Anchors:
+    """The timed failures of the incidents so far (roots and cascades) in time order, and
+    the roots printed with their own time: an event's incident is looked for among those
+    within its window, not among every failure of every incident (a failure that repeats
+    all day makes thousands)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.items: list[tuple[int, int, Incident]] = []  # (incident's number, anchor's number in it, incident)
+        self.root_times: list[float] = []
+        self.roots: list[tuple[int, Incident]] = []
+        self.number: dict[int, int] = {}  # id of each incident -> its place in the list of incidents
+
+    def opened(self, incident: Incident, place: int) -> None:
+        self.number[id(incident)] = place
+        self.joined(incident, incident.root, 0)
+        if (t := seconds(incident.root)) is not None and not incident.root.time_inferred:
+            at = bisect.bisect_right(self.root_times, t)
+            self.root_times.insert(at, t)
+            self.roots.insert(at, (place, incident))
+
+    def joined(self, incident: Incident, event: Event, place: int) -> None:
+        if (t := seconds(event)) is not None:
+            at = bisect.bisect_right(self.times, t)
+            self.times.insert(at, t)
+            self.items.insert(at, (self.number[id(incident)], place, incident))
+
+    def between(self, lo: float, hi: float) -> list[tuple[float, int, int, Incident]]:
+        first, last = bisect.bisect_left(self.times, lo), bisect.bisect_right(self.times, hi)
+        return [(self.times[i], *self.items[i]) for i in range(first, last)]
+
+    def roots_between(self, lo: float, hi: float) -> list[tuple[int, Incident]]:
+        return self.roots[bisect.bisect_left(self.root_times, lo) : bisect.bisect_right(self.root_times, hi)]
+
+
+def _join(incident: Incident, event: Event, anchors: _Anchors) -> None:
+    incident.cascade.append(event)
+    anchors.joined(incident, event, len(incident.cascade))
+
+
+def _join_or_open(incidents: list[Incident], first: int, event: Event, kinds: Kinds, anchors: _Anchors) -> None:
+    home = _home(incidents, first, event, kinds, anchors)
     if home is None:
         incidents.append(Incident(root=event))
+        anchors.opened(incidents[-1], len(incidents) - 1)
     else:
-        home.cascade.append(event)
+        _join(home, event, anchors)
 
 
 def _lead_with_the_one_the_caller_saw(incident: Incident) -> None:
@@ -266,39 +308,49 @@ def _lead_with_the_one_the_caller_saw(incident: Incident) -> None:
         incident.root = best
 
 
-def _home(incidents: list[Incident], event: Event, kinds: Kinds) -> Incident | None:
-    """The incident this event follows: after its root or after a failure of its cascade.
-    An inferred time is an interval (the stamps before and after the line), so such an
-    event joins the first incident that may have come before it: one whose root is not
-    after the interval's end."""
+def _home(incidents: list[Incident], first: int, event: Event, kinds: Kinds, anchors: _Anchors) -> Incident | None:
+    """The incident (of incidents[first:]) this event follows: after its root or after a
+    failure of its cascade, the nearest in time. An inferred time is an interval (the stamps
+    before and after the line), so such an event joins the first incident printed with its
+    own time that may have come before it: one whose root is not after the interval's end."""
     t = seconds(event)
     latest = epoch(event.time_latest) if (event.time_inferred or event.time is None) and event.time_latest else float("inf")
+    if t is None:
+        return _home_untimed(incidents[first:], event, latest)
+    if event.time_inferred:
+        roots = [(place, incident) for place, incident in anchors.roots_between(t - SKEW_S, latest + SKEW_S) if place >= first]
+        if roots:
+            return roots[0][1]
+    kind = kinds[event.kind]
+    window = kind.cascade_s
+    waited = event.fields.get(kind.waited) if kind.waited is not None else None
+    best, best_key = None, None
+    for anchor_t, place, anchor, incident in anchors.between(t - window, t + SKEW_S):
+        if place < first:
+            continue
+        root = incident.root
+        root_t = seconds(root)
+        if root_t is None or (event.time_inferred and not root.time_inferred):
+            continue  # an untimed root has no window; an inferred event met timed roots above
+        if waited and t - waited / 1000 < root_t - window:
+            continue  # a collective that started long before the root cannot have been caused by it
+        key = (abs(t - anchor_t), place, anchor)
+        if best_key is None or key < best_key:
+            best, best_key = incident, key
+    return best
+
+
+def _home_untimed(incidents: list[Incident], event: Event, latest: float) -> Incident | None:
+    """For an event with no stamp before it: with one after it, the root nearest before that;
+    with none at all, the last untimed root of its own file."""
     best, best_gap = None, float("inf")
     for incident in incidents:
         root_t = seconds(incident.root)
-        if t is None and root_t is not None and latest < float("inf"):
-            # no stamp before the line in its file, one after: the root must come before that
+        if root_t is not None and latest < float("inf"):
             if root_t <= latest + SKEW_S and (best is None or latest - root_t < best_gap):
                 best, best_gap = incident, abs(latest - root_t)
-            continue
-        if t is None or root_t is None:
-            if t is None and root_t is None and incident.root.source.path == event.source.path:
-                best = incident
-            continue
-        if event.time_inferred and not incident.root.time_inferred:
-            if t - SKEW_S <= root_t <= latest + SKEW_S and (best is None or root_t < best_gap):
-                best, best_gap = incident, root_t
-            continue
-        kind = kinds[event.kind]
-        window = kind.cascade_s
-        if kind.waited is not None and event.fields.get(kind.waited):
-            # a collective that started long before the root cannot have been caused by it
-            if t - event.fields[kind.waited] / 1000 < root_t - window:
-                continue
-        for anchor in (incident.root, *incident.cascade):
-            anchor_t = seconds(anchor)
-            if anchor_t is not None and anchor_t - SKEW_S <= t <= anchor_t + window and abs(t - anchor_t) < best_gap:
-                best, best_gap = incident, abs(t - anchor_t)
+        elif root_t is None and incident.root.source.path == event.source.path:
+            best = incident
     return best
 
 

@@ -61,3 +61,18 @@ def test_one_failure_told_twice_close_together_in_one_file_is_one_event(tmp_path
     log.write_text(text, encoding="utf-8")
     ooms = [e for e in analyze(str(log), jobs=1).events if e.kind == "cuda_oom"]
     assert len(ooms) == 1 and len(ooms[0].sources) == 2
+
+
+def test_finding_each_failure_s_incident_looks_only_near_it(tmp_path, monkeypatch):
+    """3,000 repeats of one OOM form one incident whose cascade grows all day: each looks at
+    the failures within its window, not at every failure of the incident before it."""
+    from oomlens import correlate
+
+    looked = []
+    original = correlate._Anchors.between
+    monkeypatch.setattr(correlate._Anchors, "between", lambda self, lo, hi: looked.append(found := original(self, lo, hi)) or found)
+    log = tmp_path / "trainer.log"
+    log.write_text(_repeats(3000, 10), encoding="utf-8")
+    found = analyze(str(log), jobs=1)
+    assert len(found.events) == 3000
+    assert sum(len(x) for x in looked) <= 3 * 3000
