@@ -390,13 +390,14 @@ def _explain_ray_kill(incident: Incident, context: Context, kind: Kind) -> None:
     f = root.fields
     top = [row for row in f.get("top", []) if row.get("command", "").startswith("ray::")]
     culprit = max(top, key=lambda row: row["bytes"], default=None)
-    victim = (f.get("killed") or [None])[0]
+    killed = [w for w in f.get("killed") or [] if isinstance(w, dict)]
+    victim = killed[0] if killed else None
     phase_component, where = phase_of(context.around(root))
     incident.phase = root.method or where
-    if victim:
-        incident.evidence.append(
-            f"Ray killed pid {victim.get('pid')} {victim.get('name') or ''} ({gib(victim.get('bytes'))}): the worker it picked, not necessarily the one that used the memory"
-        )
+    if killed:
+        told = "; ".join(f"pid {w.get('pid')} {w.get('name') or ''} ({gib(w.get('bytes'))})".replace("  ", " ") for w in killed)
+        picked = "the worker it picked" if len(killed) == 1 else f"the {len(killed)} workers it picked"
+        incident.evidence.append(f"Ray killed {told}: {picked}, not necessarily the one that used the memory")
     if culprit is not None:
         incident.culprit = culprit
         incident.component = component_of(culprit["command"][5:])

@@ -274,3 +274,5 @@ def test_the_verdict_and_markdown_name_every_worker_ray_killed(tmp_path):
     md = cli("parse", log, "--format", "markdown").output
     for k in killed:
         assert f"| {k['pid']} | {gib(k['bytes'], unit=False)} | `{k['name']}` |" in md
+    evidence = contract(log)["incidents"][0]["evidence"]
+    assert f"Ray killed {named}: the 2 workers it picked, not necessarily the one that used the memory" in evidence
