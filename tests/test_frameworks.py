@@ -63,3 +63,13 @@ def test_a_log_that_says_its_framework_gets_only_that_one_s_settings():
     found = analyze(str(REAL / "043_easyr1fork_9.log"), jobs=1)
     assert found.frameworks == ("easyr1",)
     assert all(r["framework"] in ("easyr1", "any") for remedies in found.remedies.values() for r in remedies)
+
+
+def test_the_terminal_and_markdown_say_both_and_label_each_setting():
+    text = CliRunner().invoke(main, ["parse", str(REAL / "001_easyr1_59.log"), "--color", "never"], env={"COLUMNS": "400"}).output
+    fix = next(line for line in text.splitlines() if line.startswith("FIX"))
+    assert "(verl) actor_rollout_ref.actor.fsdp_config.param_offload=False" in fix
+    assert "(easyr1) worker.actor.offload.offload_params=false" in fix
+    assert "framework verl or easyr1" in text
+    md = CliRunner().invoke(main, ["parse", str(REAL / "001_easyr1_59.log"), "--format", "markdown"]).output
+    assert "**framework:** verl or easyr1" in md

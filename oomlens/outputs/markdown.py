@@ -7,7 +7,7 @@ from ..diagnosis import Diagnosis
 from ..text import gib
 from .filters import Filters, listing
 from .table import left_out
-from .verdict import all_clear, nothing_read
+from .verdict import all_clear, framework_words, nothing_read
 
 MAX_ROWS = 40
 
@@ -34,7 +34,7 @@ def render(diagnosis: Diagnosis, filters: Filters | None = None) -> str:
             f"**Root cause:** {v['summary']}",
             "",
             f"**Component:** {v['component'] or 'unknown'} · **memory:** {v['memory'] or 'not shown'} · "
-            f"**confidence:** {v['confidence']:.2f}" + (f" · **framework:** {v['framework']}" if v.get("framework") else ""),
+            f"**confidence:** {v['confidence']:.2f}" + (f" · **framework:** {framework_words(diagnosis)}" if diagnosis.frameworks else ""),
         ]
     if diagnosis.clocks:
         out += [""] + [f"- clock: {_cell(note.sentence())}" for note in diagnosis.clocks]

@@ -112,10 +112,10 @@ def _rows(diagnosis: Diagnosis) -> list[tuple[str, str]]:
             )
         remedies = diagnosis.remedies.get(incident.id or "", [])
         if remedies:
-            rows.append(("FIX", f"({remedies[0]['framework']}) " + "; ".join(_remedy(r) for r in remedies[:5])))
+            rows.append(("FIX", _fixes(remedies[:5])))
     software = [f"{name} {version}" for name, version in diagnosis.versions.items()]
-    if diagnosis.framework or software:
-        rows.append(("SEEN", ", ".join(([f"framework {diagnosis.framework}"] if diagnosis.framework else []) + software)))
+    if diagnosis.frameworks or software:
+        rows.append(("SEEN", ", ".join(([f"framework {framework_words(diagnosis)}"] if diagnosis.frameworks else []) + software)))
     others = len(diagnosis.incidents) - (1 if incident else 0)
     if others > 0:
         rows.append(("ALSO", f"{others} more incident(s): see --format json or markdown"))
@@ -133,3 +133,21 @@ def _where(event: Event) -> str:
 def _remedy(remedy: dict) -> str:
     current = f" (now {remedy['current']})" if "current" in remedy else ""
     return f"{remedy['setting']}={remedy['value']}{current}"
+
+
+def framework_words(diagnosis: Diagnosis) -> str:
+    """The framework the logs come from, or those they may come from when they show only
+    what a framework and its forks all print."""
+    if len(diagnosis.frameworks) == 1:
+        return diagnosis.frameworks[0]
+    return " or ".join(diagnosis.frameworks) + " (the logs show only what these all print)"
+
+
+def _fixes(remedies: list[dict]) -> str:
+    """Settings under the name of the framework each belongs to, in order."""
+    groups: list[tuple[str, list[str]]] = []
+    for remedy in remedies:
+        if not groups or groups[-1][0] != remedy["framework"]:
+            groups.append((remedy["framework"], []))
+        groups[-1][1].append(_remedy(remedy))
+    return "; ".join(f"({framework}) " + "; ".join(settings) for framework, settings in groups)
