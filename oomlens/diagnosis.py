@@ -180,10 +180,13 @@ def _correlate_each(events: list[Event], clues: list[Clue], kinds: Kinds, sessio
 
 
 def verdict(incidents: list[Incident], clues: list[Clue], diagnosis: Diagnosis) -> dict[str, Any] | None:
-    """The answer for the user: the first memory incident, else the first incident, else
-    an out-of-memory error named in a traceback whose kind the logs do not show."""
-    chosen = next((i for i in incidents if i.root.kind in diagnosis.kinds.memory_failures), None)
-    chosen = chosen or (incidents[0] if incidents else None)
+    """The answer for the user: of the newest Ray session with an incident (the run that just
+    died, when /tmp/ray holds many), the first memory incident, else its first incident;
+    else an out-of-memory error named in a traceback whose kind the logs do not show."""
+    newest = incidents[-1].session if incidents else None
+    ran = [i for i in incidents if i.session == newest]  # sessions follow one another in time order
+    chosen = next((i for i in ran if i.root.kind in diagnosis.kinds.memory_failures), None)
+    chosen = chosen or (ran[0] if ran else None)
     if chosen is None:
         return _named_oom(clues)
     memory = chosen.memory if chosen.confidence >= CONFIDENT else None
@@ -195,6 +198,7 @@ def verdict(incidents: list[Incident], clues: list[Clue], diagnosis: Diagnosis) 
         "incident": chosen.id,
         "framework": diagnosis.framework,
         "frameworks": list(diagnosis.frameworks),
+        "session": chosen.session,
         "versions": diagnosis.versions,
         "summary": summary(chosen, diagnosis.kinds),
     }

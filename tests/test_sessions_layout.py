@@ -213,3 +213,22 @@ def test_an_archive_of_two_sessions_is_read_one_session_at_a_time(tmp_path):
     latest = oomlens.analyze(str(archive), session="latest", jobs=1)
     assert {i.session for i in latest.inputs} == {SIGKILL}
     assert [(i.root.kind, i.session) for i in latest.incidents] == [("ray_worker_died", SIGKILL)]
+
+
+def test_the_verdict_is_about_the_newest_run_and_says_which_session(tmp_path):
+    """/tmp/ray after two runs: the user asks about the one that just died (the SIGKILLed
+    critic, a minute after the older run's OOM kill), and the terminal says which session
+    that is and how to read the other."""
+    ray = ray_temp(tmp_path, KILL, SIGKILL)
+    found = oomlens.analyze(str(ray), jobs=1)
+    assert (found.verdict["session"], found.verdict["root_kind"], found.verdict["incident"]) == (SIGKILL, "ray_worker_died", "i2")
+    table = subprocess.run(
+        [sys.executable, "-m", "oomlens", "parse", str(ray), "--color", "never"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300"},
+    ).stdout
+    assert f"SESSION     {SIGKILL} (the newest of 2 sessions read with an incident; --session NAME reads one alone)" in table
+    only = oomlens.analyze(str(ray / KILL), jobs=1)
+    assert (only.verdict["session"], only.verdict["root_kind"]) == (KILL, "ray_oom_kill")

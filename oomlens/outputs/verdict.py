@@ -91,6 +91,10 @@ def _rows(diagnosis: Diagnosis) -> list[tuple[str, str]]:
     if v is None:
         return [("VERDICT", all_clear(diagnosis))]
     rows: list[tuple[str, str]] = [("ROOT CAUSE", v["summary"])]
+    sessions = sorted({i.session for i in diagnosis.inputs if i.session})
+    if v.get("session"):
+        newest = f" (the newest of {len(sessions)} sessions read with an incident; --session NAME reads one alone)" if len(sessions) > 1 else ""
+        rows.append(("SESSION", v["session"] + newest))
     incident = next((i for i in diagnosis.incidents if i.id == v.get("incident")), None)
     memory = f"{v['memory']} memory" if v["memory"] else "host or GPU not shown in the logs"
     component = v["component"] or "unknown"
