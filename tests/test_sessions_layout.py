@@ -232,3 +232,5 @@ def test_the_verdict_is_about_the_newest_run_and_says_which_session(tmp_path):
     assert f"SESSION     {SIGKILL} (the newest of 2 sessions read with an incident; --session NAME reads one alone)" in table
     only = oomlens.analyze(str(ray / KILL), jobs=1)
     assert (only.verdict["session"], only.verdict["root_kind"]) == (KILL, "ray_oom_kill")
+    md = oomlens.analyze(str(ray), jobs=1).to_markdown()
+    assert md.index(f"**Session:** `{KILL}`") < md.index(f"**Session:** `{SIGKILL}`")

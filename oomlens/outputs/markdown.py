@@ -42,6 +42,8 @@ def render(diagnosis: Diagnosis, filters: Filters | None = None) -> str:
         out += ["", f"- {_cell(diagnosis.readings_note)}"]
     for incident in diagnosis.incidents:
         out += ["", f"### Incident {incident.id}: {diagnosis.kinds.label(incident.root.kind)} ({incident.memory or 'memory not shown'})", ""]
+        if incident.session:
+            out += [f"**Session:** `{incident.session}`", ""]
         out += [f"- {_cell(line)}" for line in incident.evidence]
         killed = incident.root.fields.get("killed")
         if isinstance(killed, list) and killed:  # every worker the kill report names (a raylet summary's is a count)
