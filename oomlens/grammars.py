@@ -208,27 +208,42 @@ CUT_NUMBER = re.compile(r"(?<![\d.,])\d[\d,]*(?:\.\d*)?$")  # a number where a b
 
 
 def parse_prefix(parser: Lark, text: str) -> tuple[Any, bool]:
-    """Parse `text`, or else its longest prefix (in tokens) after which the input may end."""
+    """Parse `text`, or else its longest prefix (in tokens) after which the input may end.
+
+    The tokens are read once; a prefix is parsed again from them only where it may end,
+    the longest first: a copy of the parser at every such token (each as long as the parse
+    so far) made a cut 400-frame traceback cost seconds."""
     try:
         return parser.parse(text), True
     except UnexpectedInput:
         pass
     interactive = parser.parse_interactive(text)
-    candidates = []  # LALR offers $END wherever a merged lookahead allows a reduce: try each
+    tokens: list[Token] = []
+    ends: list[int] = []  # LALR offers $END wherever a merged lookahead allows a reduce: try each
     try:
-        for _token in interactive.iter_parse():
+        for token in interactive.iter_parse():  # yields each token before it feeds it
             if "$END" in interactive.choices():
-                candidates.append(interactive.copy())
+                ends.append(len(tokens))
+            tokens.append(token)
     except LarkError:
         pass  # a cut word does not lex: the state after the last whole token still counts
     if "$END" in interactive.choices():
-        candidates.append(interactive.copy())
-    for accepted in reversed(candidates):
         try:
-            return accepted.feed_eof(), False
+            return interactive.feed_eof(), False
+        except LarkError:
+            pass
+    for count in reversed(ends[-PREFIX_TRIES:]):
+        again = parser.parse_interactive("")
+        try:
+            for token in tokens[:count]:
+                again.feed_token(token)
+            return again.feed_eof(), False
         except LarkError:
             continue
     return None, False
+
+
+PREFIX_TRIES = 8  # the longest prefixes that may end tried, each parsed again from its tokens
 
 
 def grammar_dir() -> Path:

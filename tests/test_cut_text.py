@@ -83,3 +83,25 @@ def test_the_suggestions_alone_are_no_kill():
     """The raylet's periodic summary ends with the same suggestions."""
     assert [e.kind for e in parse_text("(raylet) " + SUGGESTIONS)] == []
     assert [e.kind for e in parse_text("step 3: 12 0.5 loss\n" + SUGGESTIONS)] == []
+
+
+@pytest.mark.parametrize("frames", [50, 390])
+def test_a_cut_long_traceback_keeps_its_frames_in_work_linear_in_its_tokens(frames, monkeypatch):
+    """A 400-frame traceback cut inside its last frame: every whole frame is read, and the
+    parser is fed each token a bounded number of times (a copy of the parser at every token
+    where the input may end made this quadratic)."""
+    from lark.parsers.lalr_interactive_parser import InteractiveParser
+
+    from oomlens.grammars import families, parse_prefix
+
+    fed, copied = [], []
+    original, copy = InteractiveParser.feed_token, InteractiveParser.copy
+    monkeypatch.setattr(InteractiveParser, "feed_token", lambda self, token: fed.append(1) or original(self, token))
+    monkeypatch.setattr(InteractiveParser, "copy", lambda self, *a: copied.append(1) or copy(self, *a))
+    family = next(f for f in families() if f.name == "traceback")
+    whole = "".join(f'  File "/x/y/mod{i}.py", line {i}, in func{i}\n    call_{i}(a, b)\n' for i in range(frames))
+    tree, complete = parse_prefix(family.parser, whole + '  File "/x/y/broken.py", line')
+    [context] = family.transformer.transform(tree)
+    assert (complete, len(context["fields"]["frames"])) == (False, frames)
+    assert len(fed) <= 3 * 12 * (frames + 1)  # about a dozen tokens a frame
+    assert len(copied) <= 8
