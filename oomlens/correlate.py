@@ -388,7 +388,7 @@ def _where(event: Event) -> str:
 def _explain_ray_kill(incident: Incident, context: Context, kind: Kind) -> None:
     root = incident.root
     f = root.fields
-    top = [row for row in f.get("top", []) if row.get("command", "").startswith("ray::")]
+    top = [row for row in f.get("top", []) if row.get("command", "").startswith("ray::") and row.get("bytes") is not None]
     culprit = max(top, key=lambda row: row["bytes"], default=None)
     killed = [w for w in f.get("killed") or [] if isinstance(w, dict)]
     victim = killed[0] if killed else None

@@ -42,10 +42,20 @@ UNITS = {
 }
 
 
-def to_bytes(number: str | float, unit: str = "GiB") -> int:
-    """Convert a printed size to bytes; every tool oomlens reads means binary units."""
+def to_bytes(number: str | float, unit: str = "GiB") -> int | None:
+    """Convert a printed size to bytes; every tool oomlens reads means binary units. None for
+    a size no memory has (an overflow, `inf`, `1e999`, past 2**63 bytes): not known."""
     text = str(number)
-    return round(float(text.replace(",", "") if "," in text else text) * _factor(unit))
+    return sized(float(text.replace(",", "") if "," in text else text) * _factor(unit))
+
+
+def sized(size: float) -> int | None:
+    """A size in bytes as an integer, or None for one no memory has: every family converts
+    through this or to_bytes, so an absurd number in a log is a size not known, not a crash."""
+    return round(size) if -LARGEST < size < LARGEST else None  # NaN is neither
+
+
+LARGEST = 2.0**63  # bytes: what JSON readers and pandas hold as an integer, and far beyond any machine
 
 
 @functools.lru_cache(maxsize=64)

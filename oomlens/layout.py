@@ -170,6 +170,8 @@ def newest_first(head: bytes) -> bool:
     last = None
     for m in itertools.islice(STAMP_IN.finditer(head), ORDER_STAMPS):
         stamp = stamp_of_match(m)
+        if stamp is None:  # no time a clock shows: it tells no order
+            continue
         key = stamp[1:6] + (stamp.millis or 0,)
         if last is not None and key != last:
             backward += key < last

@@ -15,7 +15,7 @@ import re
 import weakref
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .blocks import MAX_LINE, Block, Blocks, reach_back
 from .envelopes import Line
@@ -210,6 +210,8 @@ class Scanner:
         self._line_start = 0  # offset in the stream where the line being read began
         self._bad_lines = 0  # lines with invalid UTF-8
         self._bad_line = 0  # the last of them
+        self._failures = 0  # blocks oomlens could not read, left out
+        self._first_failure = ""  # where the first was and why
         self._end = 0  # where the stream's bytes end in the buffer being scanned
         self._first_line = 1  # the number of the stream's first line
         self.blocks = Blocks()  # gathers the blocks of the hits
@@ -302,6 +304,10 @@ class Scanner:
                 _SPARE.append(data)
             if self.owned is None:  # a range's counts are summed with its file's other ranges'
                 self.problems.extend(counted_problems(self._long_lines, self._bad_lines))
+            if self._failures:
+                self.problems.append(
+                    f"{self._failures} block(s) oomlens could not read, left out; the rest was read (please report; first at {self._first_failure})"
+                )
 
     def _count_long_lines(self, data: bytes | bytearray, end: int, base: int, eof: bool) -> None:
         """Count the lines longer than MAX_LINE that end in data[:end] (or with the stream).
@@ -394,7 +400,12 @@ class Scanner:
             counted_lines += newlines(data, counted_pos, back)
             counted_pos = back
             self._counted = (counted_pos, counted_lines)  # the chunk's line count goes on from here
-            found = self.blocks.read(data, back, pos if back == start else back, fam, line_base + counted_lines, back < start)
+            try:
+                found = self.blocks.read(data, back, pos if back == start else back, fam, line_base + counted_lines, back < start)
+            except Exception as err:  # noqa: BLE001 - oomlens's own failure on one block costs that block alone
+                self._failed(line_base + counted_lines, err)
+                skip_until[fam.name] = data.find(b"\n", pos, end) + 1 or end
+                continue
             if found is None:
                 continue
             skip_until[fam.name], block, drafts = found
@@ -405,7 +416,11 @@ class Scanner:
             self._stamp_before(data, carried)  # remember the context the next round cannot see
         for (block, drafts, actor), (stamp, node) in zip(blocks, stamps, strict=True):
             inferred = block.head.stamp is None
-            made = self._build(block, drafts, actor, stamp, inferred)
+            try:
+                made = self._build(block, drafts, actor, stamp, inferred)
+            except Exception as err:  # noqa: BLE001 - as above
+                self._failed(block.line, err)
+                continue
             if inferred:  # a line that prints no time lies between its neighbours' stamps
                 later, later_node = self._stamp_after(data, block.stop)
                 for event in made:
@@ -418,6 +433,14 @@ class Scanner:
                             self._set_latest(event, later, later_node)
             yield from made
         return carried
+
+    def _failed(self, line: int, err: Exception) -> None:
+        """A block oomlens itself could not read (its own bug, or text no grammar foresaw):
+        left out, counted, the first told; the blocks around it are read as ever."""
+        self._failures += 1
+        if self._failures == 1:
+            cause = getattr(err, "orig_exc", err)  # lark wraps a Transformer's error in a VisitError
+            self._first_failure = f"line {line}: {type(cause).__name__}: {str(cause).strip().splitlines()[0] if str(cause).strip() else ''}"
 
     def _build(self, block: Block, drafts: list[dict], actor: str | None, stamp: Stamp | None, inferred: bool) -> list[Event | Clue]:
         head = block.head
@@ -439,6 +462,11 @@ class Scanner:
         if head.uptime is not None:
             fields["uptime_s"] = head.uptime
         pid = draft.get("pid", head.pid if head.pid is not None else self.ctx.pid)
+        rank = head.rank if head.rank is not None else draft.get("rank")  # `[rankN]:` is the global rank
+        gpu = draft.get("gpu")
+        if not (bounded(fields) and _small(pid) and _small(rank) and _small(gpu)):
+            # a number no log means (a pid or a size past 2**63): not known
+            fields, pid, rank, gpu = _bounded(fields), _bounded(pid), _bounded(rank), _bounded(gpu)
         if draft["kind"] in CLUE_KINDS:  # a clue's time is its own line's or none: the clock reads it
             return Clue(draft["kind"], source, fields, None if inferred else time, pid, actor, head.ip or self.ctx.node)
         return Event(
@@ -451,8 +479,8 @@ class Scanner:
             pid=pid,
             actor=draft.get("actor", actor if actor not in ("raylet", "gcs_server") else None),
             method=draft.get("method"),
-            rank=head.rank if head.rank is not None else draft.get("rank"),  # `[rankN]:` is the global rank
-            gpu=draft.get("gpu"),
+            rank=rank,
+            gpu=gpu,
             memory=draft.get("memory"),
             fields=fields,
         )
@@ -614,3 +642,36 @@ def _char_start(data: bytes | bytearray, pos: int) -> int:
             break
         pos -= 1
     return pos
+
+
+INT_MAX = 1 << 63  # the integers JSON readers, orjson and pandas hold
+
+
+def bounded(values: dict) -> bool:
+    """Are all integers among `values` (nested in lists and tables too) ones every reader of
+    the contract holds? The common case, a memory line's few numbers, costs one pass."""
+    for value in values.values():
+        if type(value) is int:
+            if not -INT_MAX <= value < INT_MAX:
+                return False
+        elif isinstance(value, dict):
+            if not bounded(value):
+                return False
+        elif isinstance(value, list) and not all(bounded(v) if isinstance(v, dict) else not (type(v) is int and not -INT_MAX <= v < INT_MAX) for v in value):
+            return False
+    return True
+
+
+def _small(value: object) -> bool:
+    return type(value) is not int or -INT_MAX <= value < INT_MAX
+
+
+def _bounded(values: Any) -> Any:
+    """`values` with every integer no reader holds made None (not known)."""
+    if type(values) is int:
+        return values if -INT_MAX <= values < INT_MAX else None
+    if isinstance(values, dict):
+        return {k: _bounded(v) for k, v in values.items()}
+    if isinstance(values, list):
+        return [_bounded(v) for v in values]
+    return values

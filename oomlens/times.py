@@ -68,7 +68,10 @@ def stamp_of_groups(g: dict[str, str | None], utc: bool = False) -> Stamp | None
         millis = None
         if len(epoch) > 10:
             seconds, millis = divmod(seconds, 1000)
-        t = datetime.fromtimestamp(seconds, tz=UTC)
+        try:
+            t = datetime.fromtimestamp(seconds, tz=UTC)
+        except (OverflowError, OSError, ValueError):  # no instant of the calendar
+            return None
         return Stamp(t.year, t.month, t.day, t.hour, t.minute, t.second, millis, 0)
     if (hour := g.get("h")) is None:
         return None
@@ -77,7 +80,24 @@ def stamp_of_groups(g: dict[str, str | None], utc: bool = False) -> Stamp | None
     month = MONTHS.get(g.get("mon") or "") or int(g["mo"])  # type: ignore[arg-type]
     year = int(y) if (y := g.get("y")) else None
     zone = _zone(g.get("zone")) if g.get("zone") else (0 if utc else None)
-    return Stamp(year, month, int(g["d"]), int(hour), int(g["mi"]), int(g["s"]), _ms(g.get("frac")), zone)  # type: ignore[arg-type]
+    day, minute, second = int(g["d"]), int(g["mi"]), int(g["s"])  # type: ignore[arg-type]
+    if second == 60:  # a leap second (23:59:60): Python's clock has none, the second before stands for it
+        second = 59
+    if not on_calendar(year, month, day, int(hour), minute, second):
+        return None  # a time no clock shows (13th month, February 30th): the line's time is not known
+    return Stamp(year, month, day, int(hour), minute, second, _ms(g.get("frac")), zone)
+
+
+DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # February's 29th checked against the year
+
+
+def on_calendar(year: int | None, month: int, day: int, hour: int, minute: int, second: int) -> bool:
+    """Is this a time a clock shows (in years 1 to 9999, which Python's datetime holds)?"""
+    if not (1 <= month <= 12 and 1 <= day <= DAYS[month - 1] and hour < 24 and minute < 60 and second < 60):
+        return False
+    if year is None:
+        return True
+    return 1 <= year <= 9999 and (month != 2 or day < 29 or (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,16 +167,23 @@ def last_stamp_at(data: bytes | bytearray, lo: int, hi: int) -> tuple[Stamp, int
         start, stop = found
         m = _STAMP_AT.match(data, start, stop)
         if m is not None and m.end() == stop:
-            return stamp_of_match(m), start
+            return _read(m, start)
         at = max(lo, data.rfind(b"\n", lo, stop - 1) + 1)
         while (m := _STAMP_AT.search(data, at, stop)) is not None:
             if m.end() == stop:
-                return stamp_of_match(m), m.start()
+                return _read(m, m.start())
             at = m.end()
     last = None
     for last in STAMP_IN.finditer(data, lo, hi):  # noqa: B007 - only the last is wanted
         pass
-    return None if last is None else (stamp_of_match(last), last.start())
+    return None if last is None else _read(last, last.start())
+
+
+def _read(m: re.Match[bytes], at: int) -> tuple[Stamp, int] | None:
+    """A time found and where it starts; None when it is no time a clock shows (the search
+    goes on before it, as for a line that prints none)."""
+    stamp = stamp_of_match(m)
+    return None if stamp is None else (stamp, at)
 
 
 def first_stamp(data: bytes | bytearray, lo: int, hi: int) -> tuple[Stamp | None, int]:
@@ -178,7 +205,9 @@ def first_stamp(data: bytes | bytearray, lo: int, hi: int) -> tuple[Stamp | None
         else:
             m = STAMP_IN.search(data, start, stop)
         if m is not None:
-            return stamp_of_match(m), max(lo, data.rfind(b"\n", lo, m.start()) + 1)
+            if (stamp := stamp_of_match(m)) is not None:
+                return stamp, max(lo, data.rfind(b"\n", lo, m.start()) + 1)
+            stop = data.find(b"\n", m.end(), hi) + 1 or hi  # no time a clock shows: look on after its line
         start, width = stop, width * 2
     return None, hi
 
@@ -197,17 +226,16 @@ def stampless_until(data: bytes | bytearray, lo: int, hi: int) -> int:
     return hi if m is None else m.start()
 
 
-def stamp_of_match(m) -> Stamp:  # noqa: ANN001 - a match of STAMP_IN or _STAMP_AT
+def stamp_of_match(m) -> Stamp | None:  # noqa: ANN001 - a match of STAMP_IN or _STAMP_AT
     return _stamp_of(bytes(m.group(0)))
 
 
 @functools.lru_cache(maxsize=4096)
-def _stamp_of(text: bytes) -> Stamp:
-    """Read once per distinct time (a Stamp is immutable): a burst of hits shares its stamps."""
+def _stamp_of(text: bytes) -> Stamp | None:
+    """Read once per distinct time (a Stamp is immutable): a burst of hits shares its stamps.
+    None for a time no clock shows."""
     for regex, utc in _STAMP_READ:
         m = regex.fullmatch(text)
         if m is not None:
-            stamp = stamp_of_groups({k: v.decode() for k, v in m.groupdict().items() if v is not None}, utc)
-            assert stamp is not None  # every layout reads an hour or an epoch
-            return stamp
+            return stamp_of_groups({k: v.decode() for k, v in m.groupdict().items() if v is not None}, utc)
     raise ValueError(f"no time layout reads {text!r}")  # the alternation matched it: one of them does

@@ -10,7 +10,7 @@ from typing import Any
 
 import lark
 
-from oomlens.events import GIB, to_bytes
+from oomlens.events import GIB, sized, to_bytes
 
 CONTRACT = ("allocated_bytes", "reserved_bytes", "used_bytes", "total_bytes")
 
@@ -46,8 +46,9 @@ def _draft(label: str | None, fields: dict, memory: str = "gpu") -> dict:
 
 def _gib(number) -> int | None:
     """Bytes of a DECIMAL or NUMBER token in GiB (to_bytes without its comma and unit
-    handling: these tokens have neither, and a memory line has up to four of them)."""
-    return None if number is None else round(float(number) * GIB)
+    handling: these tokens have neither, and a memory line has up to four of them); None
+    for a size no memory has, as to_bytes."""
+    return None if number is None else sized(float(number) * GIB)
 
 
 class Transformer(lark.Transformer):
@@ -82,7 +83,7 @@ class Transformer(lark.Transformer):
 
     def decimal_wording(self, items):
         allocated, reserved = items
-        return {"allocated_bytes": round(float(allocated) * 10**9), "reserved_bytes": round(float(reserved) * 10**9)}
+        return {"allocated_bytes": sized(float(allocated) * 10**9), "reserved_bytes": sized(float(reserved) * 10**9)}
 
     def device_wording(self, items):
         used, total = items

@@ -12,13 +12,13 @@ from typing import Any
 
 import lark
 
-from ..events import to_bytes
+from ..events import sized, to_bytes
 
 IP = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F:]*:[0-9a-fA-F:]+)$")
 RAY_TITLE = re.compile(r"^ray::(?P<what>[\w.<>-]+)")
 
 
-def _gb(token: str) -> int:
+def _gb(token: str) -> int | None:
     return to_bytes(token[:-2] if token.endswith("GB") else token, "GB")
 
 
@@ -183,7 +183,7 @@ class Transformer(lark.Transformer):
     def top_row(self, items):
         pid, mem, command = items
         number, unit = next(((mem[: -len(u)], u) for u in ROW_UNITS if u and mem.endswith(u)), (str(mem), ""))
-        size = round(float(number) * ROW_UNITS[unit])
+        size = sized(float(number) * ROW_UNITS[unit])
         return {"row": {"pid": int(pid), "bytes": size, "command": str(command).strip() if command else ""}, "unit": ROW_UNITS[unit]}
 
     def suggestions(self, items):
@@ -220,7 +220,7 @@ class Transformer(lark.Transformer):
 
     def shared_memory(self, items):
         number, unit = items
-        return {"object_store_bytes": round(float(number) * ROW_UNITS[str(unit)]), "unit": ROW_UNITS[str(unit)]}
+        return {"object_store_bytes": sized(float(number) * ROW_UNITS[str(unit)]), "unit": ROW_UNITS[str(unit)]}
 
     def other(self, items):
         return {}
