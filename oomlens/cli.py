@@ -181,29 +181,49 @@ def parse(
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--output", "-o", default="oom-report.html", show_default=True, type=click.Path(dir_okay=False), help="the HTML file to write")
+@click.option(
+    "--output",
+    "-o",
+    default="oom-report.html",
+    show_default=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="the HTML file to write; - for stdout",
+)
+@click.option(
+    "--plotly",
+    type=click.Choice(["inline", "cdn"]),
+    default="inline",
+    show_default=True,
+    help="inline: plotly.js inside the page, which opens offline (about 5 MB); cdn: loaded from plotly's CDN (a page of a few hundred KB that needs the network)",
+)
 @jobs_option
 @readings_option
 @session_option
-def report(paths: tuple[str, ...], output: str, jobs: int | None, all_readings: bool, session: str | None) -> None:
-    """Write one self-contained HTML report that opens offline: the verdict and its fixes,
-    memory over time with the failures on it, Ray's top memory users at each kill, and
-    every event with its raw log block.
+def report(paths: tuple[str, ...], output: str, plotly: str, jobs: int | None, all_readings: bool, session: str | None) -> None:
+    """Write one self-contained HTML report (it opens offline unless --plotly cdn): the
+    verdict and its fixes, memory over time with the failures on it, Ray's top memory
+    users at each kill, and every event with its raw log block.
 
     Example: oomlens report /tmp/ray/session_latest/logs -o oom-report.html
 
-    Exit status as for parse: 0 when any input could be read, 1 when none could or the
-    report could not be written, 2 for a usage error.
+    Exit status as for parse: 0 when any input could be read, 1 when none could (the
+    page then says so) or the report could not be written, 2 for a usage error.
     """
     diagnosis = _diagnose(paths, jobs, all_readings, session)
-    from .outputs.html import write
+    from .outputs.html import render, write
 
     try:
-        write(diagnosis, output)
+        if output == "-":
+            sys.stdout.buffer.write(render(diagnosis, plotly).encode("utf-8"))
+            sys.stdout.flush()
+        else:
+            write(diagnosis, output, plotly)
+            click.echo(f"wrote {output}")
+    except BrokenPipeError:  # `oomlens report ... -o - | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except OSError as err:
         click.echo(f"oomlens: cannot write {output}: {err.strerror or err}", err=True)
         raise SystemExit(1) from None
-    click.echo(f"wrote {output}")
     if not diagnosis.readable:
         click.echo("oomlens: nothing could be read from " + ", ".join(paths), err=True)
         _leave(1)

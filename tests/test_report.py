@@ -4,6 +4,9 @@ test_report_browser.py.)"""
 
 from __future__ import annotations
 
+import base64
+import gzip
+import hashlib
 import html
 import json
 import re
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from plotly.offline import get_plotlyjs
 
 from conftest import FIXTURES, REAL, SESSIONS, sample
 from oomlens import analyze
@@ -152,7 +156,9 @@ def test_event_table_has_every_failure_with_its_source(rendered):
     rows = re.findall(r'<tbody id="event-(e\d+)"', page)
     assert rows == [e.id for e in failures(diagnosis)], name
     for event in failures(diagnosis):
-        assert f"<pre>{html.escape(event.text)}</pre>" in page
+        shown = report.clean(event.text)  # as written, less colour codes
+        assert f"<pre>{html.escape(shown)}</pre>" in page
+        assert "\x1b" not in shown and not re.search(r"\[[0-9;]+m", shown), name
         assert html.escape(f"{event.source.path}:{event.source.line}") in page
 
 
@@ -262,3 +268,146 @@ def test_help_does_not_load_plotly():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[-1] == "[]"
+
+
+# -- nothing read, part read -----------------------------------------------------------------
+
+
+def verdict_of(page: str) -> str:
+    """The header section of a page, whatever follows it."""
+    start = page.index('<section id="verdict"')
+    return page[start : page.index("</section>", start)]
+
+
+@pytest.mark.parametrize("made", ["missing", "empty"])
+def test_nothing_read_is_never_an_all_clear_page(tmp_path, made):
+    target = tmp_path / "logs"
+    if made == "empty":
+        target.mkdir()
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(target), "-o", str(out)])
+    assert result.exit_code == 1 and "nothing could be read" in result.output
+    page = out.read_text()
+    header = verdict_of(page)
+    assert "<h2>Nothing could be read</h2>" in header and 'class="verdict unread"' in header
+    problem = "no such file or folder: nothing read" if made == "missing" else "empty folder: nothing to read"
+    assert f"<li>{html.escape(f'{target}: {problem}')}</li>" in header
+    assert "No OOM or crash found" not in page and "verdict ok" not in page and "<title>oomlens: nothing could be read</title>" in page
+    assert "No failure events" not in page and 'id="memory"' not in page  # nothing that reads as good news
+    assert get_plotlyjs()[:200] not in page  # nothing to draw: no plotly.js either
+
+
+def test_part_read_says_how_much_and_what_not(tmp_path):
+    healthy = FIXTURE_INPUTS["healthy-noisy-run"]
+    text = healthy.read_bytes()
+    (tmp_path / "cut.log.gz").write_bytes(gzip.compress(text)[: len(text) // 8])  # cut while copied
+    missing = tmp_path / "gone.log"
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(healthy), str(tmp_path / "cut.log.gz"), str(missing), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    diagnosis = analyze(str(healthy), str(tmp_path / "cut.log.gz"), str(missing))
+    assert diagnosis.verdict is None and len(diagnosis.problems) == 2
+    header = verdict_of(out.read_text())
+    assert "<h2>No OOM or crash found in what could be read</h2>" in header and 'class="verdict partial"' in header
+    read = sum(i.bytes for i in diagnosis.inputs)
+    assert f"Read: 2 of 3 input(s), {read:,} bytes in {sum(i.lines for i in diagnosis.inputs):,} lines (1 read whole)" in header
+    assert read > len(text)  # the whole healthy log and the part of the cut copy before its cut
+    for problem in diagnosis.problems:
+        assert f"<li>{html.escape(problem)}</li>" in header
+
+
+def test_all_read_all_clear_stays_green(tmp_path):
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(main, ["report", str(FIXTURE_INPUTS["healthy-noisy-run"]), "-o", str(out)]).exit_code == 0
+    header = verdict_of(out.read_text())
+    assert 'class="verdict ok"' in header and "<h2>No OOM or crash found in these logs</h2>" in header
+
+
+# -- colour codes ----------------------------------------------------------------------------
+
+
+def test_colour_codes_are_not_in_the_raw_blocks():
+    """Ray colours its prefixes on the driver console: the raw block shows the line as
+    written, less its colour codes."""
+    diagnosis = analyze(str(FIXTURE_INPUTS["ray2.60-c-actor-sigkill"]))
+    page = report.render(diagnosis)
+    coloured = [e for e in failures(diagnosis) if "\x1b[" in e.text]
+    assert coloured
+    for event in coloured:
+        assert f"<pre>{html.escape(event.text.replace(chr(27) + '[33m', '').replace(chr(27) + '[36m', '').replace(chr(27) + '[0m', ''))}</pre>" in page
+    hovers = [h for t in event_traces(figures_of(page)["timeline"]) for h in t["hovertext"]]
+    assert hovers and not any("\x1b" in h or "[33m" in h or "[0m" in h for h in hovers)
+    assert "\x1b" not in page
+
+
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        ("\x1b[33m(raylet)\x1b[0m A worker died", "(raylet) A worker died"),
+        ("[36m(WorkerDict pid=1)[0m hi", "(WorkerDict pid=1) hi"),  # the ESC byte lost
+        ("`[36m(pid=9)`[0m q", "(pid=9) q"),
+        ("\ufffd[33m(raylet)\ufffd[0m x", "(raylet) x"),
+        ("\x1b]0;trainer\x07step 3 \x1b]8;;https://example.org\x1b\\docs\x1b]8;;\x1b\\ end", "step 3 docs end"),  # OSC: a title, a link
+        ("\x1b(Bplain \x1b[1;31mbold red\x1b[m", "plain bold red"),
+        ("list[0] = x[1] [tail", "list[0] = x[1] [tail"),  # brackets that are no colour code stay
+    ],
+)
+def test_clean_takes_out_escape_sequences_only(raw, shown):
+    assert report.clean(raw) == shown
+
+
+# -- where the page goes, and where plotly.js comes from ------------------------------------
+
+
+def test_report_to_stdout(tmp_path):
+    source = FIXTURE_INPUTS["openrlhf-reward-model-host-oom"]
+    run = subprocess.run([sys.executable, "-m", "oomlens", "report", str(source), "-o", "-"], cwd=tmp_path, capture_output=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    page = run.stdout.decode("utf-8")
+    assert page.startswith("<!DOCTYPE html>") and page.endswith("</html>") and "wrote" not in page[-200:]
+    assert page == report.render(analyze(str(source)))
+    assert list(tmp_path.iterdir()) == []  # no file named "-"
+    nothing = subprocess.run([sys.executable, "-m", "oomlens", "report", str(tmp_path / "none"), "-o", "-"], cwd=tmp_path, capture_output=True, timeout=120)
+    assert nothing.returncode == 1 and b"<h2>Nothing could be read</h2>" in nothing.stdout and b"nothing could be read" in nothing.stderr
+
+
+def plotly_cdn_url() -> str:
+    """The URL plotly.py itself loads plotly.js from, for a page that does not inline it."""
+    import plotly.graph_objects as go
+    import plotly.io
+
+    url = re.search(r'<script[^>]* src="(https://cdn[^"]+)"', plotly.io.to_html(go.Figure(), include_plotlyjs="cdn"))
+    assert url is not None
+    return url.group(1)
+
+
+def csp_of(page: str) -> dict[str, list[str]]:
+    policy = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', page)
+    assert policy is not None
+    return {name: values for name, *values in (part.split() for part in policy.group(1).split(";"))}
+
+
+def inline_hashes(page: str) -> set[str]:
+    """The CSP hash of each script written inside the page (not the figures' JSON)."""
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
+    return {"'sha256-" + base64.b64encode(hashlib.sha256(s.encode()).digest()).decode() + "'" for s in scripts}
+
+
+def test_plotly_inline_or_from_its_cdn(tmp_path):
+    source = str(FIXTURE_INPUTS["ray2.60-b-rl-actor-oom"])
+    pages = {}
+    for plotly in ("inline", "cdn"):
+        out = tmp_path / f"{plotly}.html"
+        result = CliRunner().invoke(main, ["report", source, "-o", str(out), "--plotly", plotly])
+        assert result.exit_code == 0, result.output
+        pages[plotly] = out.read_text()
+    inline, cdn = pages["inline"], pages["cdn"]
+    assert get_plotlyjs() in inline and len(inline.encode()) > 3_000_000
+    assert get_plotlyjs()[:200] not in cdn and len(cdn.encode()) < 500_000
+    url = plotly_cdn_url()
+    assert f'<script src="{url}"></script>' in cdn and "<script src=" not in inline
+    assert sorted(csp_of(cdn)["script-src"]) == sorted([*inline_hashes(cdn), url])  # that one URL, and our own script
+    assert sorted(csp_of(inline)["script-src"]) == sorted(inline_hashes(inline))
+    assert csp_of(cdn)["default-src"] == csp_of(inline)["default-src"] == ["'none'"]
+    assert figures_of(cdn) == figures_of(inline)
+    assert CliRunner().invoke(main, ["report", source, "--plotly", "web"]).exit_code == 2

@@ -8,18 +8,21 @@ Screenshots of the reports land in test-output/ for a person to look at.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from conftest import ROOT
 from oomlens import analyze
+from oomlens.cli import main
 from oomlens.kinds import shipped
 from oomlens.outputs import html as report
-from test_report import FIXTURE_INPUTS, big_log, evil_log
+from test_report import FIXTURE_INPUTS, big_log, evil_log, plotly_cdn_url
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -80,8 +83,9 @@ def reports(tmp_path_factory):
 class Loaded:
     """A report open in a page, with what the page logged and asked the network for."""
 
-    def __init__(self, browser, path: Path) -> None:
+    def __init__(self, browser, path: Path, served: dict[str, str] | None = None) -> None:
         self.url = path.resolve().as_uri()
+        self.served = served or {}  # URL -> script body, answered as the network would
         self.errors: list[str] = []
         self.requests: list[str] = []
         self.page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -98,6 +102,8 @@ class Loaded:
         self.requests.append(url)
         if url == self.url or url.startswith("data:"):
             route.continue_()
+        elif url in self.served:
+            route.fulfill(status=200, content_type="application/javascript", body=self.served[url])
         else:
             route.abort()
 
@@ -199,7 +205,8 @@ def test_click_row_reveals_raw_block_and_table_sorts_and_filters(opened, reports
     assert raw.is_hidden()
     page.click(f"#event-{event.id} tr.row")
     assert raw.is_visible()
-    assert raw.locator("pre").text_content() == event.text
+    assert "\x1b[33m(raylet)\x1b[0m" in event.text  # as the driver console wrote it: shown as written, less the colour codes
+    assert raw.locator("pre").text_content() == event.text.replace("\x1b[33m", "").replace("\x1b[0m", "")
     assert f"{event.source.path}:{event.source.line}" in page.locator(f"#event-{event.id} tr.row").text_content()
     page.click(f"#event-{event.id} tr.row")
     assert raw.is_hidden()
@@ -274,3 +281,78 @@ def test_long_run_draws_fast_and_keeps_its_peak(opened, reports):
         assert (read.readings, len(values)) == (BIG, read.readings_kept) and trace["n"] <= report.MAX_POINTS
         peak = loaded.page.evaluate(f"Math.max(...document.getElementById('timeline').data.find(t => t.name === {trace['name']!r}).y)")
         assert peak == pytest.approx(max(values) / 1024**3)
+
+
+def written(tmp_path: Path, *args: str, name: str = "report.html") -> Path:
+    """The page `oomlens report ARGS` writes, as a user runs it."""
+    out = tmp_path / name
+    CliRunner().invoke(main, ["report", *args, "-o", str(out)])
+    return out
+
+
+@pytest.mark.parametrize("name", ["ray2.60-c-actor-sigkill", "017_vllm_6042.log"])
+def test_colour_codes_never_reach_the_page(browser, tmp_path, name):
+    """Ray's coloured prefixes (whole, or with the ESC byte lost) are in the events' text,
+    and not in what the page shows: the raw blocks opened, the tooltips hovered."""
+    source = FIXTURE_INPUTS[name]
+    diagnosis = analyze(str(source))
+    failures = [e for e in diagnosis.events if e.kind != "gpu_memory"]
+    assert any("[36m" in e.text or "[33m" in e.text for e in failures)
+    loaded = Loaded(browser, written(tmp_path, str(source)))
+    try:
+        for event in failures:
+            loaded.page.click(f"#event-{event.id} tr.row")
+            assert loaded.page.locator(f"#event-{event.id} tr.raw").is_visible()
+        shown = loaded.page.evaluate("document.body.innerText")
+        traces = loaded.traces("timeline")
+        for i, trace in enumerate(traces):
+            if trace["group"] == "events":
+                shown += "".join(loaded.hover("timeline", i, point) for point in range(trace["n"]))
+        assert all(e.id in shown for e in failures)
+        assert "\x1b" not in shown and not re.search(r"\[[0-9;]+m", shown)
+        assert loaded.errors == []
+    finally:
+        loaded.page.close()
+
+
+def test_cdn_page_draws_with_the_one_script_its_policy_allows(browser, tmp_path):
+    """--plotly cdn: the page asks plotly's CDN for the plotly.js plotly.py pins (answered
+    here from the same file), draws as the inline page does, and its Content-Security-Policy
+    refuses any other script, even from the same host."""
+    from plotly.offline import get_plotlyjs
+
+    source = str(FIXTURE_INPUTS["openrlhf-reward-model-host-oom"])
+    url = plotly_cdn_url()
+    cdn = Loaded(browser, written(tmp_path, source, "--plotly", "cdn", name="cdn.html"), served={url: get_plotlyjs()})
+    inline = Loaded(browser, written(tmp_path, source, name="inline.html"))
+    try:
+        assert cdn.errors == [] and cdn.requests == [cdn.url, url]
+        assert cdn.traces("timeline") == inline.traces("timeline")
+        refused = cdn.page.evaluate(
+            """() => new Promise(done => {
+                 document.addEventListener("securitypolicyviolation", e => done(e.blockedURI));
+                 const s = document.createElement("script");
+                 s.src = "https://cdn.plot.ly/plotly-latest.min.js";
+                 document.body.appendChild(s);
+               })"""
+        )
+        assert refused == "https://cdn.plot.ly/plotly-latest.min.js"
+    finally:
+        cdn.page.close()
+        inline.page.close()
+
+
+@pytest.mark.parametrize("made", ["missing", "empty"])
+def test_nothing_read_page(browser, tmp_path, made):
+    target = tmp_path / "logs"
+    if made == "empty":
+        target.mkdir()
+    loaded = Loaded(browser, written(tmp_path, str(target)))
+    try:
+        assert loaded.errors == [] and loaded.requests == [loaded.url]
+        assert loaded.page.locator("#verdict h2").text_content() == "Nothing could be read"
+        problem = "no such file or folder: nothing read" if made == "missing" else "empty folder: nothing to read"
+        assert loaded.page.locator("#verdict li").all_text_contents() == [f"{target}: {problem}"]
+        assert "No OOM or crash found" not in loaded.page.evaluate("document.body.innerText")
+    finally:
+        loaded.page.close()

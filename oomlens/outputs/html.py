@@ -3,11 +3,17 @@
 The verdict and its fixes on top, memory per node, process and GPU on one axis with the
 failures marked on it, Ray's top memory users at each kill, then every failure with its
 raw log block. plotly.js is inlined once, so the page opens offline (an e-mail
-attachment, a CI artifact) and asks the network for nothing.
+attachment, a CI artifact) and asks the network for nothing; `plotly="cdn"` loads the
+plotly.js that plotly.py pins from plotly's CDN instead (a page of a few hundred KB), and
+the Content-Security-Policy allows that one URL. A page whose inputs could not be read
+says so and shows no all-clear.
 
 Log text is untrusted. It reaches the page only through `html.escape`, or as JSON inside
 `<script type="application/json">` with `<`, `>`, `&`, U+2028 and U+2029 written as
 `\\u003c`-style escapes; the page's own script reads that JSON and sets `textContent`.
+Terminal escape sequences (colour codes, in every form the envelopes peel, and OSC
+titles and links) are taken out of the raw blocks shown: a browser would show them as
+debris.
 
 Long series are cut to at most MAX_POINTS points by keeping the lowest and highest reading
 of each bucket (deterministic, and the peak before an OOM survives), and drawn as SVG: a
@@ -21,6 +27,7 @@ import hashlib
 import html
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..correlate import Incident
+from ..envelopes import ANSI
 from ..events import Event
 from ..kinds import Kinds
 from ..text import GIB, gib
@@ -43,7 +51,13 @@ HOVER_LINES = 30  # lines of a raw block shown on hover; the table shows all of 
 HOVER_WIDTH = 160
 MAX_KILL_CHARTS = 12
 MAX_CASCADE_LINES = 20
+PLOTLY_CDN = "https://cdn.plot.ly/plotly-{version}.min.js"  # where plotly.py's own to_html(include_plotlyjs="cdn") loads it
 T = TypeVar("T")
+# What a terminal would act on and a browser shows as debris: the colour codes the envelopes
+# peel (data/envelopes.toml's debris: whole, with the ESC lost or replaced, written out),
+# then OSC sequences (a window title, a hyperlink: ESC ] ... BEL or ESC \), then any
+# other escape (ESC, its intermediate bytes, its final byte).
+ESCAPES = re.compile(ANSI.pattern + r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]?")
 
 
 # -- small helpers ---------------------------------------------------------------------------
@@ -80,9 +94,14 @@ def _short(text: str | None, width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def clean(text: str) -> str:
+    """Log text as the page shows it: as written, less its terminal escape sequences."""
+    return ESCAPES.sub("", text) if "\x1b" in text or "[" in text else text
+
+
 def _hover_block(text: str) -> str:
     """A raw log block as plotly hover text: escaped, cut to what a tooltip can hold."""
-    lines = text.splitlines() or [""]
+    lines = clean(text).splitlines() or [""]
     shown = [_short(line, HOVER_WIDTH) for line in lines[:HOVER_LINES]]
     if len(lines) > HOVER_LINES:
         shown.append(f"… {len(lines) - HOVER_LINES} more lines in the event table")
@@ -548,14 +567,39 @@ def _incident_of(diagnosis: Diagnosis, event: Event) -> Incident | None:
 # -- the page --------------------------------------------------------------------------------
 
 
+def _problems_html(diagnosis: Diagnosis) -> str:
+    return '<ul class="problems">' + "".join(f"<li>{esc(p)}</li>" for p in diagnosis.problems) + "</ul>"
+
+
+def _unread_html(diagnosis: Diagnosis) -> str:
+    """The header of a page whose inputs could not be read: nothing read is no all-clear."""
+    told = "<p>No log text could be read, so oomlens cannot tell whether anything ran out of memory or crashed.</p>"
+    if not diagnosis.problems:
+        return f'<section id="verdict" class="verdict unread"><h2>Nothing could be read</h2>{told}<p>No input was found.</p></section>'
+    return f'<section id="verdict" class="verdict unread"><h2>Nothing could be read</h2>{told}{_problems_html(diagnosis)}</section>'
+
+
+def _all_clear_html(diagnosis: Diagnosis) -> str:
+    """No incident: said of what was read, and of no more when some input was not read fully."""
+    found = "<p>oomlens found no out-of-memory kill, CUDA OOM, worker death or watchdog timeout. The memory timeline below shows what the run logged.</p>"
+    if not diagnosis.problems:
+        return f'<section id="verdict" class="verdict ok"><h2>No OOM or crash found in these logs</h2>{found}</section>'
+    read = [i for i in diagnosis.inputs if i.bytes or (i.opener is not None and not i.problems)]
+    whole = sum(1 for i in read if not i.problems)
+    amount = (
+        f"<p>Read: {len(read)} of {len(diagnosis.inputs)} input(s), {sum(i.bytes for i in diagnosis.inputs):,} bytes in "
+        f"{sum(i.lines for i in diagnosis.inputs):,} lines ({whole} read whole). What is missing may hold the failure:</p>"
+    )
+    return (
+        '<section id="verdict" class="verdict partial"><h2>No OOM or crash found in what could be read</h2>'
+        f"{amount}{_problems_html(diagnosis)}{found}</section>"
+    )
+
+
 def _verdict_html(diagnosis: Diagnosis) -> str:
     v = diagnosis.verdict
     if v is None:
-        return (
-            '<section id="verdict" class="verdict ok"><h2>No OOM or crash found in these logs</h2>'
-            "<p>oomlens found no out-of-memory kill, CUDA OOM, worker death or watchdog timeout. "
-            "The memory timeline below shows what the run logged.</p></section>"
-        )
+        return _all_clear_html(diagnosis)
     incident = next((i for i in diagnosis.incidents if i.id == v.get("incident")), None)
     memory = f"{v['memory']} memory" if v["memory"] else "host or GPU: not shown in the logs"
     rows = [
@@ -664,7 +708,7 @@ def _events_html(diagnosis: Diagnosis) -> str:
             f'<tr class="row" tabindex="0" aria-expanded="false"><td>{esc(e.id)}</td><td>{esc(_clock(e.time, e.time_inferred))}</td>'
             f"<td>{esc(diagnosis.kinds.label(e.kind))}</td><td>{esc(e.node or '')}</td><td>{esc(_who(e))}</td><td>{esc(event_summary(e, diagnosis.kinds))}</td>"
             f'<td><code class="src">{esc(_source(e))}</code>{more}</td></tr>'
-            f'<tr class="raw" hidden><td colspan="7"><div>Read from:</div><ul class="sources">{sources}</ul><pre>{esc(e.text)}</pre></td></tr></tbody>'
+            f'<tr class="raw" hidden><td colspan="7"><div>Read from:</div><ul class="sources">{sources}</ul><pre>{esc(clean(e.text))}</pre></td></tr></tbody>'
         )
     return (
         f'<section id="events"><h2>Events</h2>{note}<div class="controls"><input id="filter" type="search" placeholder="filter: any text, e.g. a pid, node or file">'
@@ -684,13 +728,51 @@ def _inputs_html(diagnosis: Diagnosis) -> str:
     )
 
 
-def render(diagnosis: Diagnosis) -> str:
-    """The whole page as one string: markup, inlined plotly.js, figures as escaped JSON."""
-    from plotly.offline import get_plotlyjs
+PLOTLY = ("inline", "cdn")  # where the page gets plotly.js: inside it (offline), or from plotly's CDN
 
+
+def render(diagnosis: Diagnosis, plotly: str = "inline") -> str:
+    """The whole page as one string: markup, plotly.js (inlined, or from its CDN when
+    `plotly` is "cdn"), figures as escaped JSON. A page of inputs none of which could be
+    read holds the problems and nothing that could pass for an all-clear."""
+    if plotly not in PLOTLY:
+        raise ValueError(f"plotly must be one of {', '.join(PLOTLY)}, not {plotly!r}")
+    from plotly.offline import get_plotlyjs, get_plotlyjs_version
+
+    figures: dict[str, Any] = {}
+    if diagnosis.readable:
+        title = diagnosis.verdict["summary"] if diagnosis.verdict else "no OOM or crash found"
+        body = [_verdict_html(diagnosis), *_figures_html(diagnosis, figures), _events_html(diagnosis), _inputs_html(diagnosis)]
+    else:
+        title, body = "nothing could be read", [_unread_html(diagnosis)]
+    if not figures:  # nothing to draw: no plotly.js
+        plotly_tag, policy = "", csp(PAGE_JS)
+    elif plotly == "cdn":
+        url = PLOTLY_CDN.format(version=get_plotlyjs_version())
+        plotly_tag, policy = f'<script src="{esc(url)}"></script>', csp(PAGE_JS, urls=(url,))
+    else:
+        plotly_js = get_plotlyjs()
+        plotly_tag, policy = f"<script>{plotly_js}</script>", csp(plotly_js, PAGE_JS)
+    return "".join(
+        [
+            '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{policy}">',
+            f"<title>oomlens: {esc(title)}</title><style>{CSS}</style></head><body>",
+            "<header><h1>oomlens report</h1></header><main>",
+            *body,
+            "</main>",
+            f'<script type="application/json" id="oomlens-figures">{script_json(figures)}</script>',
+            plotly_tag,
+            f"<script>{PAGE_JS}</script>",
+            "</body></html>",
+        ]
+    )
+
+
+def _figures_html(diagnosis: Diagnosis, figures: dict[str, Any]) -> list[str]:
+    """The memory timeline and the kills' bars, their figures put in `figures` by id."""
     timeline, timeline_note = timeline_figure(diagnosis)
     kills = kill_figures(diagnosis)
-    figures: dict[str, Any] = {}
     if timeline is not None:
         figures["timeline"] = timeline
     timeline_html = (
@@ -711,42 +793,23 @@ def render(diagnosis: Diagnosis) -> str:
             ' <span class="swatch orange"></span> killed by Ray <span class="swatch blue"></span> other</p>'
             f'<div class="bars">{"".join(kill_html)}</div>{more}</section>'
         )
-    title = diagnosis.verdict["summary"] if diagnosis.verdict else "no OOM or crash found"
-    plotly_js = get_plotlyjs()
-    return "".join(
-        [
-            '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
-            f'<meta http-equiv="Content-Security-Policy" content="{csp(plotly_js, PAGE_JS)}">',
-            f"<title>oomlens: {esc(title)}</title><style>{CSS}</style></head><body>",
-            "<header><h1>oomlens report</h1></header><main>",
-            _verdict_html(diagnosis),
-            f'<section id="memory"><h2>Memory timeline</h2>{timeline_html}',
-            f'<p class="note">{esc(timeline_note)}</p>' if timeline_note else "",
-            "</section>",
-            kills_section,
-            _events_html(diagnosis),
-            _inputs_html(diagnosis),
-            "</main>",
-            f'<script type="application/json" id="oomlens-figures">{script_json(figures)}</script>',
-            f"<script>{plotly_js}</script>",
-            f"<script>{PAGE_JS}</script>",
-            "</body></html>",
-        ]
-    )
+    note = f'<p class="note">{esc(timeline_note)}</p>' if timeline_note else ""
+    return [f'<section id="memory"><h2>Memory timeline</h2>{timeline_html}{note}</section>', kills_section]
 
 
-def csp(*scripts: str) -> str:
-    """A second wall behind the escaping: only these exact scripts run (by their hash), and
-    the page may load nothing from anywhere."""
+def csp(*scripts: str, urls: tuple[str, ...] = ()) -> str:
+    """A second wall behind the escaping: only these exact scripts run (by their hash) and
+    the scripts at exactly these URLs, and the page may load nothing else from anywhere."""
     hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in scripts)
-    return f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; img-src data:; font-src data:"
+    sources = " ".join([hashes, *urls])
+    return f"default-src 'none'; script-src {sources}; style-src 'unsafe-inline'; img-src data:; font-src data:"
 
 
-def write(diagnosis: Diagnosis, path: str | os.PathLike[str]) -> Path:
+def write(diagnosis: Diagnosis, path: str | os.PathLike[str], plotly: str = "inline") -> Path:
     """Write the report; a half-written file never replaces a good one (a CI artifact)."""
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(render(diagnosis), encoding="utf-8")
+    tmp.write_text(render(diagnosis, plotly), encoding="utf-8")
     tmp.replace(target)
     return target
 
@@ -756,7 +819,8 @@ body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0;color:#
 header{background:#222;color:#fff;padding:8px 24px}header h1{font-size:18px;margin:0}
 main{padding:8px 24px;max-width:1400px}
 section{background:#fff;border:1px solid #ddd;border-radius:6px;padding:12px 16px;margin:12px 0}
-.verdict{border-left:6px solid #d62728}.verdict.ok{border-left-color:#2ca02c}
+.verdict{border-left:6px solid #d62728}.verdict.ok{border-left-color:#2ca02c}.verdict.partial{border-left-color:#ff7f0e}
+.verdict.unread{border-left-color:#7f7f7f}
 h2{font-size:17px;margin:4px 0 10px}h3{font-size:15px;margin:14px 0 6px}
 table{border-collapse:collapse}td,th{padding:3px 8px;text-align:left;vertical-align:top}
 .facts th{color:#555;font-weight:600;white-space:nowrap}
