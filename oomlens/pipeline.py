@@ -7,6 +7,7 @@ import gc
 import io
 import itertools
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -15,6 +16,7 @@ from . import collector
 from .events import Clue, Event, Source, fold, from_rows, name_workers, number, to_rows
 from .grammars import Family, families
 from .layout import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
+from .progress import Tick, counted
 from .reduce import BUCKETS, READINGS, Reduction, reduce_found, restore, restored
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
@@ -28,20 +30,21 @@ WORKER_GC_THRESHOLD = 20_000  # new objects between two young collections in a w
 RANGE_MIN = 32 << 20  # a file this big or bigger is read by several processes, a byte range each
 
 
-def read_input(item: Input, reduction: Reduction | None = None, fams: tuple[Family, ...] | None = None) -> list[Event | Clue]:
+def read_input(item: Input, reduction: Reduction | None = None, fams: tuple[Family, ...] | None = None, tick: Tick | None = None) -> list[Event | Clue]:
     """Scan one input; whatever goes wrong while reading becomes a problem of that input.
-    Its memory readings are reduced by `reduction` while it is read (reduce.py), if given.
+    Its memory readings are reduced by `reduction` while it is read (reduce.py), if given;
+    `tick` is told the bytes of each read (progress.py).
 
     Even an error of oomlens itself costs only the rest of this input, never the others."""
     events: list[Event | Clue | None] = []
     try:
-        _read(item, events, reduction, fams)
+        _read(item, events, reduction, fams, tick)
     except Exception as err:  # noqa: BLE001 - reported as a problem, the other inputs still read
         item.problems.append(f"oomlens failed on this input, rest not read (please report): {type(err).__name__}: {err}")
     return restored(events, reduction)
 
 
-def _read(item: Input, events: list, reduction: Reduction | None = None, fams: tuple[Family, ...] | None = None) -> None:
+def _read(item: Input, events: list, reduction: Reduction | None = None, fams: tuple[Family, ...] | None = None, tick: Tick | None = None) -> None:
     """Scan `item` into `events` (a reading handed to `reduction` leaves None in its place);
     an error of oomlens itself propagates."""
     if item.opener is None:
@@ -53,7 +56,7 @@ def _read(item: Input, events: list, reduction: Reduction | None = None, fams: t
         return
     scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node), fams, layout=layout)
     try:
-        for event in scanner.events(stream):
+        for event in scanner.events(stream if tick is None else counted(stream, item, tick)):
             events.append(event if reduction is None else reduction.take(event, (0, len(events))))
     except OSError as err:
         scanner.problems.append(f"read failed after {scanner.bytes_read} bytes: {err.strerror or err}")
@@ -70,7 +73,7 @@ def _read(item: Input, events: list, reduction: Reduction | None = None, fams: t
 def analyze(
     *paths: str,
     jobs: int | None = None,
-    progress: Callable[[Input], None] | None = None,
+    progress: Tick | None = None,
     budget: int | None = BUCKETS,
     registry: Registry | None = None,
     session: str | None = None,
@@ -100,7 +103,7 @@ def analyze(
                 if pool is not None:  # keep the pool busy while this process reads a stream
                     _hand_out(pool, read, waiting, progress, jobs, budget, added)
                 reduction = _reduction(budget)
-                read.append((item, _reduced(read_input(item, reduction, fams), reduction)))
+                read.append((item, _reduced(read_input(item, reduction, fams, progress), reduction)))
                 if progress:
                     progress(item)
             if pool is not None:
@@ -172,7 +175,7 @@ def _hand_out(
     pool: ProcessPoolExecutor,
     read: list,
     waiting: list[int],
-    progress: Callable[[Input], None] | None,
+    progress: Tick | None,
     jobs: int,
     budget: int | None,
     added: tuple[Family, ...],
@@ -188,14 +191,29 @@ def _hand_out(
         else:
             future = [pool.submit(_read_range, item.file, item.role, item.pid, item.node, span, spans[1], budget, added) for span in spans[0]]
         if progress:
-            last = future if isinstance(future, Future) else future[-1]
-
-            def done(_: Future, it: Input = item) -> None:
-                progress(it)
-
-            last.add_done_callback(done)
+            _tell(progress, item, future, spans[0] if spans is not None else None)
         read[index] = (item, future)
     waiting.clear()
+
+
+def _tell(progress: Tick, item: Input, future: Future | list[Future], spans: list[tuple[int, int, int, int]] | None) -> None:
+    """Tell `progress` the bytes of each of a file's byte ranges as its process is done with
+    it, and the file as read once every range is (a file read whole: when it is)."""
+    if isinstance(future, Future):
+        future.add_done_callback(lambda _: progress(item))
+        return
+    left, lock = [len(future)], threading.Lock()  # ranges not done yet (a range done before its callback is added calls it here)
+    for part, (_, own_lo, own_hi, _) in zip(future, spans or (), strict=True):
+
+        def done(_: Future, size: int = own_hi - own_lo) -> None:
+            progress(item, size)
+            with lock:
+                left[0] -= 1
+                last = not left[0]
+            if last:
+                progress(item)
+
+        part.add_done_callback(done)
 
 
 def _ranges(item: Input, jobs: int) -> tuple[list[tuple[int, int, int, int]], int | None] | None:
