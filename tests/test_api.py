@@ -88,6 +88,31 @@ def test_frame_dtypes_are_the_same_on_every_fixture_even_empty():
         assert found == nothing.dtypes.to_dict()
 
 
+@pytest.mark.parametrize(
+    "source",
+    [SESSION, INCIDENTS / "cascade-vllm-wakeup-cuda-oom" / "driver-console.log", INCIDENTS / "easyr1-ref-offload-host-oom" / "session"],
+    ids=lambda p: p.parent.name if p.name in ("session", "driver-console.log") else p.name,
+)
+def test_frame_plots_with_plotly_express_as_it_is(source):
+    """px colours by a process, a node or a kind one trace per value (a pid is no scale),
+    over a frame with missing pids and nodes, and the figure writes to HTML."""
+    import plotly.express as px
+
+    frame = oomlens.analyze(str(source), jobs=1).to_frame()
+    y = "used_bytes" if frame["used_bytes"].notna().any() else "allocated_bytes"
+    for plot in (px.scatter, px.line):
+        for colour in ("pid", "node", "kind"):
+            figure = plot(frame, x="time", y=y, color=colour)
+            given = frame[frame[colour].notna()]
+            assert sorted(t.name for t in figure.data) == sorted({str(v) for v in given[colour]}), (plot.__name__, colour)
+            assert sum(len(t.y) for t in figure.data) == len(given)
+            assert sorted(v for t in figure.data for v in t.y if v == v) == sorted(given[y].dropna())  # every size, in bytes
+            page = figure.to_html(include_plotlyjs=False)
+            assert all(f'"name":"{t.name}"' in page for t in figure.data)
+    if source != SESSION:  # these hold events that name no process or no node
+        assert frame["pid"].isna().any() or frame["node"].isna().any()
+
+
 def test_markdown_names_root_cause_component_and_evidence(session):
     md = session.to_markdown()
     assert md.startswith("## oomlens diagnosis")

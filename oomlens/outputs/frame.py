@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from ..diagnosis import Diagnosis
@@ -10,40 +11,46 @@ from ..events import COMPONENTS
 if TYPE_CHECKING:
     import pandas
 
-# to_frame() columns and dtypes; every `*_bytes` column is a size field of the contract
+# to_frame() columns and dtypes; every `*_bytes` column is a size field of the contract.
+# No column holds pandas' NA (the nullable Int64/Float64/string dtypes): plotly express
+# cannot group by it (a discrete colour, a line per group, a symbol, a facet) and older
+# plotly could not even serialise it. A number the log may leave out is a float64 (NaN when
+# missing; bytes are whole numbers, exact up to 8 PiB); a name or an identity (pid, rank,
+# GPU) is an object column of str or int values, None when missing, so that plotly
+# colours it one trace per value, not along a scale; a closed vocabulary is a category.
 FRAME_COLUMNS: dict[str, str] = {
-    "id": "string",
+    "id": "object",
     "kind": "category",
     "time": "datetime64[ns]",
     "time_inferred": "bool",
     "time_latest": "datetime64[ns]",
-    "node": "string",
-    "pid": "Int64",
-    "actor": "string",
-    "method": "string",
-    "rank": "Int64",
-    "gpu": "Int64",
+    "node": "object",
+    "pid": "object",
+    "actor": "object",
+    "method": "object",
+    "rank": "object",
+    "gpu": "object",
     "component": "category",
     "memory": "category",
-    "incident": "string",
+    "incident": "object",
     "incident_role": "category",
-    "path": "string",
-    "line": "Int64",
-    "end_line": "Int64",
-    "label": "string",
-    "node_used_bytes": "Int64",
-    "node_total_bytes": "Int64",
-    "usage_fraction": "Float64",
-    "threshold": "Float64",
-    "requested_bytes": "Int64",
-    "total_bytes": "Int64",
-    "free_bytes": "Int64",
-    "allocated_bytes": "Int64",
-    "reserved_bytes": "Int64",
-    "process_bytes": "Int64",
-    "used_bytes": "Int64",
-    "anon_rss_bytes": "Int64",
-    "total_vm_bytes": "Int64",
+    "path": "object",
+    "line": "int64",
+    "end_line": "int64",
+    "label": "object",
+    "node_used_bytes": "float64",
+    "node_total_bytes": "float64",
+    "usage_fraction": "float64",
+    "threshold": "float64",
+    "requested_bytes": "float64",
+    "total_bytes": "float64",
+    "free_bytes": "float64",
+    "allocated_bytes": "float64",
+    "reserved_bytes": "float64",
+    "process_bytes": "float64",
+    "used_bytes": "float64",
+    "anon_rss_bytes": "float64",
+    "total_vm_bytes": "float64",
 }
 CATEGORIES = {  # closed vocabularies of the contract, every value a category even when unused (kinds: the diagnosis's)
     "component": COMPONENTS,
@@ -56,8 +63,10 @@ def frame(diagnosis: Diagnosis) -> pandas.DataFrame:
     """One row per event, sizes in bytes, times as datetimes: for notebooks and dashboards.
 
     The columns and their dtypes are the same for every diagnosis (FRAME_COLUMNS), even
-    an empty one, so code written against one run works on the next. pandas is
-    imported here, not with oomlens."""
+    an empty one, so code written against one run works on the next, and they are dtypes
+    plotly express plots and colours by as they are (`px.line(frame, x="time",
+    y="allocated_bytes", color="pid")`: one line per process). pandas is imported here,
+    not with oomlens."""
     import pandas as pd
 
     role: dict[int, tuple[str | None, str]] = {}
@@ -94,9 +103,13 @@ def frame(diagnosis: Diagnosis) -> pandas.DataFrame:
     columns = {}
     for name, dtype in FRAME_COLUMNS.items():
         if dtype == "datetime64[ns]":
-            columns[name] = pd.to_datetime(pd.Series(rows[name], dtype="object"), format="ISO8601").astype("datetime64[ns]")
+            # a time a log printed past what nanoseconds hold (years 1677 to 2262: 9999-12-31) is not known here
+            times = pd.to_datetime(pd.Series(rows[name], dtype="object"), format="ISO8601", errors="coerce")
+            columns[name] = times.where(times.between(pd.Timestamp.min, pd.Timestamp.max)).astype("datetime64[ns]")
         elif dtype == "category":
             columns[name] = pd.Series(rows[name], dtype=pd.CategoricalDtype(list(categories[name])))
+        elif dtype == "float64":
+            columns[name] = pd.Series([math.nan if v is None else v for v in rows[name]], dtype="float64")
         else:
             columns[name] = pd.Series(rows[name], dtype=dtype)
     return pd.DataFrame(columns)
