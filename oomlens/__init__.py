@@ -16,6 +16,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    __version__: str
+
     from .correlate import Incident
     from .diagnosis import Diagnosis
     from .events import Event
@@ -66,6 +68,10 @@ def schema() -> dict[str, Any]:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # the installed package's, as `oomlens --version` says it; read on first use
+        from importlib.metadata import version
+
+        return version(__name__)
     if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'oomlens' has no attribute {name!r}")

@@ -145,6 +145,16 @@ def test_import_is_light_and_pandas_and_plotly_wait_until_used():
     assert out.splitlines() == ["[]", "[]", "['pandas']"]
 
 
+def test_version_is_the_installed_package_s_as_the_command_says_it():
+    from importlib.metadata import version
+
+    assert oomlens.__version__ == version("oomlens") and re.fullmatch(r"\d+\.\d+\.\d+\S*", oomlens.__version__)
+    said = subprocess.run([sys.executable, "-m", "oomlens", "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert said.split()[-1] == oomlens.__version__
+    fresh = subprocess.run([sys.executable, "-c", "import oomlens; print(oomlens.__version__)"], capture_output=True, text=True, timeout=60, check=True)
+    assert fresh.stdout.strip() == oomlens.__version__
+
+
 def test_the_package_says_it_is_typed():
     assert (Path(oomlens.__file__).parent / "py.typed").is_file()
 
