@@ -7,6 +7,12 @@ A family is one file `grammars/<name>.lark` plus one transformer module
     //! trigger: <bytes regex>     a raw line that may start this family's block (repeatable;
                                    it matches within one line: a repeated space is `[ \\t]+`)
     //! start: <regex>             where the grammar's input begins in the peeled trigger line
+                                   (repeatable); it begins with text, not an optional prefix or
+                                   a run of a class: searched at every place of a line, such a
+                                   pattern costs the square of a long line (tests/test_hostile.py)
+    //! lead: <regex>              text that may stand right before a start and begins the block
+                                   then (an exception's class, a rank tag): looked for only just
+                                   before a start found (repeatable)
     //! continue: <regex>          a following peeled line that belongs to the block (repeatable)
     //! back: <regex>              a preceding peeled line that belongs to the block when a start
                                    may stand below the lines it follows (repeatable): a paste that
@@ -37,15 +43,62 @@ import functools
 import importlib
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import LarkError, UnexpectedInput
 
 from .shapes import MAX_SHAPES, NUMBER_RUN, numbers_and_shape
+
+
+class Start:
+    """Where a family's block begins in a line: the first place its `start` patterns match,
+    taken back over the `lead` that stands right before it (within LEAD_REACH characters).
+    Matches' `start()`, `end()` and `group(0)` as `re`'s are."""
+
+    def __init__(self, core: re.Pattern[str], lead: re.Pattern[str] | None) -> None:
+        self.core, self.lead = core, lead
+
+    def search(self, text: str, pos: int = 0, endpos: int | None = None) -> Begin | None:
+        m = self.core.search(text, pos, len(text) if endpos is None else endpos)
+        return None if m is None else self._begin(text, m, pos)
+
+    def match(self, text: str) -> Begin | None:
+        m = self.core.match(text)
+        return None if m is None else Begin(text, m.start(), m.end())
+
+    def finditer(self, text: str, pos: int = 0, endpos: int | None = None) -> Iterator[Begin]:
+        for m in self.core.finditer(text, pos, len(text) if endpos is None else endpos):
+            yield self._begin(text, m, pos)
+
+    def _begin(self, text: str, m: re.Match[str], pos: int) -> Begin:
+        if self.lead is not None and (led := self.lead.search(text, max(pos, m.start() - LEAD_REACH), m.start())) is not None:
+            return Begin(text, led.start(), m.end())
+        return Begin(text, m.start(), m.end())
+
+
+class Begin(NamedTuple):
+    """A block's beginning in a line (what a `re` match of the start told)."""
+
+    text: str
+    at: int
+    stop: int
+
+    def start(self) -> int:
+        return self.at
+
+    def end(self) -> int:
+        return self.stop
+
+    def group(self, _: int = 0) -> str:
+        return self.text[self.at : self.stop]
+
+
+LEAD_REACH = 256  # characters before a start its lead may begin at
+
 
 DIRECTIVE = re.compile(r"^//!\s*(\w+):\s?(.*)$")
 
@@ -67,7 +120,7 @@ class Family:
     name: str
     path: Path
     triggers: list[str]
-    start: re.Pattern[str]
+    start: Start
     continues: re.Pattern[str] | None
     max_lines: int
     samples: list[Sample] = field(default_factory=list)
@@ -260,6 +313,7 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
     `transformer`, or else `oomlens.families.<name of the file>.Transformer`."""
     triggers: list[str] = []
     starts: list[str] = []
+    leads: list[str] = []
     continues: list[str] = []
     ends: list[str] = []
     backs: list[str] = []
@@ -284,6 +338,8 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
             triggers.append(value)
         elif key == "start":
             starts.append(value)
+        elif key == "lead":
+            leads.append(value)
         elif key == "continue":
             continues.append(value)
         elif key == "end":
@@ -313,7 +369,10 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
         name=path.stem,
         path=path,
         triggers=triggers,
-        start=re.compile("|".join(f"(?:{s})" for s in (starts or triggers))),
+        start=Start(
+            re.compile("|".join(f"(?:{s})" for s in (starts or triggers))),
+            re.compile("(?:" + "|".join(f"(?:{s})" for s in leads) + r")\Z") if leads else None,
+        ),
         continues=re.compile("|".join(f"(?:{c})" for c in continues)) if continues else None,
         max_lines=max_lines,
         samples=samples,

@@ -436,7 +436,7 @@ def parse_text(text: str, name: str = "<text>", registry: Registry | None = None
     line break a file would have (a file that lacks it was cut while written or copied)."""
     registry = registry or Registry.shipped()
     text = text if text.endswith("\n") else text + "\n"
-    item = Input(name, "other", opener=lambda: io.BytesIO(text.encode("utf-8", "surrogateescape")))
+    item = Input(name, "other", opener=lambda: io.BytesIO(_utf8(text)))
     found: list[Event | Clue] = []
     _read(item, found, None, registry.families)
     events = fold([e for e in found if isinstance(e, Event)], registry.kinds)
@@ -444,3 +444,12 @@ def parse_text(text: str, name: str = "<text>", registry: Registry | None = None
 
     settle(events, [c for c in found if isinstance(c, Clue)], [item])  # times as a diagnosis shows them
     return number(events)
+
+
+def _utf8(text: str) -> bytes:
+    """The bytes of a snippet: those a surrogateescape decoding kept as they were, and any
+    other lone surrogate as the invalid bytes it stands for (counted as invalid UTF-8)."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
