@@ -172,7 +172,7 @@ def plain_start(raw: str, fam: Family) -> int:
     return m.start() if alone and normalise(text) == text else -1
 
 
-def _next_record(fam: Family, text: str, after: int) -> Begin | None:
+def _next_record(fam: Family, text: str, after: int) -> re.Match[str] | Begin | None:
     """The start of the next record of `fam` glued behind the one at `after` in `text`: the
     last start at or before the first trigger that lies past the next start."""
     first = fam.start.search(text, after + 1)

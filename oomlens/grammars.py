@@ -59,25 +59,24 @@ class Start:
     taken back over the `lead` that stands right before it (within LEAD_REACH characters).
     Matches' `start()`, `end()` and `group(0)` as `re`'s are."""
 
-    def __init__(self, core: re.Pattern[str], lead: re.Pattern[str] | None) -> None:
+    def __init__(self, core: re.Pattern[str], lead: re.Pattern[str]) -> None:
         self.core, self.lead = core, lead
+        self.pattern = core.pattern
 
-    def search(self, text: str, pos: int = 0, endpos: int | None = None) -> Begin | None:
+    def search(self, text: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | Begin | None:
         m = self.core.search(text, pos, len(text) if endpos is None else endpos)
         return None if m is None else self._begin(text, m, pos)
 
-    def match(self, text: str) -> Begin | None:
-        m = self.core.match(text)
-        return None if m is None else Begin(text, m.start(), m.end())
+    def match(self, text: str) -> re.Match[str] | None:
+        return self.core.match(text)
 
-    def finditer(self, text: str, pos: int = 0, endpos: int | None = None) -> Iterator[Begin]:
+    def finditer(self, text: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str] | Begin]:
         for m in self.core.finditer(text, pos, len(text) if endpos is None else endpos):
             yield self._begin(text, m, pos)
 
-    def _begin(self, text: str, m: re.Match[str], pos: int) -> Begin:
-        if self.lead is not None and (led := self.lead.search(text, max(pos, m.start() - LEAD_REACH), m.start())) is not None:
-            return Begin(text, led.start(), m.end())
-        return Begin(text, m.start(), m.end())
+    def _begin(self, text: str, m: re.Match[str], pos: int) -> re.Match[str] | Begin:
+        led = self.lead.search(text, max(pos, m.start() - LEAD_REACH), m.start())
+        return m if led is None else Begin(text, led.start(), m.end())
 
 
 class Begin(NamedTuple):
@@ -120,7 +119,7 @@ class Family:
     name: str
     path: Path
     triggers: list[str]
-    start: Start
+    start: re.Pattern[str] | Start  # a Start where a lead may stand before it, else the pattern alone
     continues: re.Pattern[str] | None
     max_lines: int
     samples: list[Sample] = field(default_factory=list)
@@ -365,14 +364,12 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
             raise ValueError(f"{path.name}:{number}: unknown directive {key!r}")
     if not triggers:
         raise ValueError(f"{path.name}: a family needs at least one trigger")
+    core = re.compile("|".join(f"(?:{s})" for s in (starts or triggers)))
     return Family(
         name=path.stem,
         path=path,
         triggers=triggers,
-        start=Start(
-            re.compile("|".join(f"(?:{s})" for s in (starts or triggers))),
-            re.compile("(?:" + "|".join(f"(?:{s})" for s in leads) + r")\Z") if leads else None,
-        ),
+        start=Start(core, re.compile("(?:" + "|".join(f"(?:{s})" for s in leads) + r")\Z")) if leads else core,
         continues=re.compile("|".join(f"(?:{c})" for c in continues)) if continues else None,
         max_lines=max_lines,
         samples=samples,
