@@ -241,13 +241,13 @@ def _write(diagnosis: Diagnosis, fmt: str, filters: Filters, color: str) -> None
     elif fmt == "markdown":
         from .outputs.markdown import render
 
-        colour = terminal.colour(color, sys.stdout)
-        click.echo(table(diagnosis, terminal.width(sys.stdout), filters, colour), color=colour)
+        click.echo(render(diagnosis, filters))
     else:
         from .outputs import terminal
         from .outputs.table import render as table
 
-        click.echo(render(diagnosis, filters))
+        colour = terminal.colour(color, sys.stdout)
+        click.echo(table(diagnosis, terminal.width(sys.stdout), filters, colour), color=colour)
     sys.stdout.flush()
 
 
