@@ -41,6 +41,7 @@ from ..kinds import Kinds
 from ..text import GIB, gib
 from ..timeline import Sample
 from .table import summary as event_summary
+from .verdict import framework_words
 
 if TYPE_CHECKING:
     from ..diagnosis import Diagnosis
@@ -537,7 +538,7 @@ def kill_figures(diagnosis: Diagnosis) -> list[tuple[Event, dict[str, Any]]]:
         ]
         fig = go.Figure(
             go.Bar(
-                x=[round(r["bytes"] / GIB, 4) for r in top],
+                x=[None if r["bytes"] is None else round(r["bytes"] / GIB, 4) for r in top],  # a size not known: no bar
                 y=labels,
                 orientation="h",
                 name=plain(f"top memory users · {event.id}"),
@@ -606,11 +607,15 @@ def _verdict_html(diagnosis: Diagnosis) -> str:
         ("Root cause", esc(v["summary"])),
         ("Component", f"<b>{esc(v['component'] or 'unknown')}</b> ({esc(memory)}), confidence {v['confidence']:.2f}"),
     ]
+    if v.get("session"):
+        sessions = {i.session for i in diagnosis.inputs if i.session}
+        more = f" (the newest of {len(sessions)} sessions read with an incident)" if len(sessions) > 1 else ""
+        rows.append(("Session", esc(v["session"] + more)))
     if incident is not None:
         rows += _incident_rows(incident)
     software = [f"{name} {version}" for name, version in diagnosis.versions.items()]
-    if diagnosis.framework or software:
-        rows.append(("Seen", esc(", ".join(([f"framework {diagnosis.framework}"] if diagnosis.framework else []) + software))))
+    if diagnosis.frameworks or software:
+        rows.append(("Seen", esc(", ".join(([f"framework {framework_words(diagnosis)}"] if diagnosis.frameworks else []) + software))))
     body = "".join(f"<tr><th>{label}</th><td>{value}</td></tr>" for label, value in rows)
     parts = [f'<section id="verdict" class="verdict"><h2>{esc(_headline(v))}</h2><table class="facts">{body}</table>']
     if incident is not None:
