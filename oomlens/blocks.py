@@ -19,6 +19,7 @@ from .grammars import CUT_NUMBER, Begin, Family
 from .layout import WRAP_MIN
 from .shapes import MAX_SHAPES, TO_ZERO
 
+GLUED_TRIES = 64  # records glued on one line tried after the first fails to parse (Ray #32195, glued and reversed, needs 13)
 MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most this much of a line
 MAX_SKIPPED = 60  # other workers' lines skipped inside a block
 NOT_PLAIN = (b"(", b"\x1b")  # first bytes of a line that begins with an envelope
@@ -123,10 +124,14 @@ class Blocks:
         if self.cut_end and end >= self.end:  # a number where the input was cut may have gone on
             texts[-1] = CUT_NUMBER.sub("", texts[-1])
         drafts, _complete = fam.parse(normalise("\n".join(texts)))
-        while not drafts and not reached:
+        tries = 0
+        while not drafts and not reached and tries < GLUED_TRIES:
             # records glued on one line (a viewer that lost the line breaks): the next record
             # starts where the family's start stands last before its next trigger (only a
-            # trigger makes a record: at most one more parse per trigger the line holds)
+            # trigger makes a record: at most one more parse per trigger the line holds, and
+            # a few: each parses the rest of the line, and a long line of triggers that never
+            # parse would cost the square of its length)
+            tries += 1
             m = _next_record(fam, head.text, m.start())
             if m is None:
                 return None

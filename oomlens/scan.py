@@ -407,6 +407,10 @@ class Scanner:
                 skip_until[fam.name] = data.find(b"\n", pos, end) + 1 or end
                 continue
             if found is None:
+                if back == start == _line_start(data, pos):
+                    # read from its line's start, as every other hit of this family on the
+                    # line would be: none of them makes a block either
+                    skip_until[fam.name] = data.find(b"\n", pos, end) + 1 or end
                 continue
             skip_until[fam.name], block, drafts = found
             if self.owned is None or self.owned[0] <= self._base + block.offset < self.owned[1]:

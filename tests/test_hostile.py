@@ -154,3 +154,29 @@ def test_a_snippet_with_a_lone_surrogate_is_read():
     assert oomlens.parse_text("\udfff") == []
     [event] = oomlens.parse_text("x\udfff torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
     assert (event.kind, event.fields["requested_bytes"]) == ("cuda_oom", 2 * 1024**3)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Watchdog caught collective operation timeout " * 12000,
+        "ray::A.b() (pid=1, " * 25000,
+        "The actor died unexpectedly before finishing this task. " * 9000,
+    ],
+    ids=["watchdog", "ray header", "actor death"],
+)
+def test_a_long_line_of_triggers_that_never_parse_is_parsed_a_bounded_number_of_times(tmp_path, monkeypatch, line):
+    """Each of its thousands of hits read the whole line again, and each read tried every
+    record glued on it: the square of the line, twice (a 0.5 MB line ran for minutes)."""
+    from oomlens.grammars import Family
+
+    parses = []
+    original = Family.parse
+    monkeypatch.setattr(Family, "parse", lambda self, text: parses.append(len(text)) or original(self, text))
+    log = tmp_path / "odd.log"
+    log.write_text(line + "\n", encoding="utf-8")
+    found = oomlens.analyze(str(log), jobs=1)
+    assert found.readable and not found.problems
+    from oomlens.blocks import GLUED_TRIES
+
+    assert len(parses) <= 2 * (GLUED_TRIES + 2)  # a first parse and a bounded few glued records, per family hit
