@@ -173,6 +173,8 @@ def parse(
             _write(diagnosis, fmt, filters, color)
         except BrokenPipeError:  # `oomlens parse ... | head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError as err:  # stdout on a full disk
+            _unwritable(err)
         if not diagnosis.readable:
             click.echo("oomlens: nothing could be read from " + ", ".join(paths), err=True)
             _leave(1)
@@ -217,17 +219,28 @@ def report(paths: tuple[str, ...], output: str, plotly: str, jobs: int | None, a
             sys.stdout.buffer.write(render(diagnosis, plotly).encode("utf-8"))
             sys.stdout.flush()
         else:
-            write(diagnosis, output, plotly)
+            try:
+                write(diagnosis, output, plotly)
+            except OSError as err:
+                click.echo(f"oomlens: cannot write {output}: {err.strerror or err}", err=True)
+                raise SystemExit(1) from None
             click.echo(f"wrote {output}")
     except BrokenPipeError:  # `oomlens report ... -o - | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except OSError as err:
-        click.echo(f"oomlens: cannot write {output}: {err.strerror or err}", err=True)
-        raise SystemExit(1) from None
+    except OSError as err:  # stdout on a full disk
+        _unwritable(err)
     if not diagnosis.readable:
         click.echo("oomlens: nothing could be read from " + ", ".join(paths), err=True)
         _leave(1)
     _leave(0)
+
+
+def _unwritable(err: OSError) -> NoReturn:
+    """Stdout that cannot be written (a full disk) ends the command with one line; what it
+    still buffers is dropped, not tried again (and failed with a traceback) on the way out."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    click.echo(f"oomlens: cannot write the output: {err.strerror or err}", err=True)
+    _leave(1)
 
 
 def _write(diagnosis: Diagnosis, fmt: str, filters: Filters, color: str) -> None:

@@ -98,11 +98,9 @@ class Diagnosis:
     def to_html(self, path: str | os.PathLike[str]) -> Path:
         """Write the self-contained HTML report (what `oomlens report` writes); plotly is
         imported here, not with oomlens. Returns the path written, for attaching it."""
-        from .outputs.html import render
+        from .outputs.html import write
 
-        target = Path(path)
-        target.write_text(render(self), encoding="utf-8")
-        return target
+        return write(self, path)
 
 
 def fingerprint(incident: Incident, framework: str | None) -> str:

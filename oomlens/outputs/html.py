@@ -23,11 +23,14 @@ report must also open on a machine without WebGL.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import html
 import json
 import os
 import re
+import secrets
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -811,11 +814,39 @@ def csp(*scripts: str, urls: tuple[str, ...] = ()) -> str:
 
 
 def write(diagnosis: Diagnosis, path: str | os.PathLike[str], plotly: str = "inline") -> Path:
-    """Write the report; a half-written file never replaces a good one (a CI artifact)."""
+    """Write the report where `path` leads (see `put`)."""
+    return put(render(diagnosis, plotly).encode("utf-8"), path)
+
+
+def put(data: bytes, path: str | os.PathLike[str]) -> Path:
+    """Write `data` to what `path` names without replacing what is there: a device or a FIFO
+    (`-o /dev/null`, `-o /dev/stdout`) is written into, never turned into a file (as root
+    that breaks the machine); a symlink stays, the file it points at gets the data. Onto a
+    regular file (or none) through a temporary file renamed over it: a half-written report
+    never replaces a good one (a CI artifact)."""
     target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(render(diagnosis, plotly), encoding="utf-8")
-    tmp.replace(target)
+    try:
+        mode: int | None = os.stat(target).st_mode  # through symlinks, /dev/stdout's too
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        fd = os.open(target, os.O_WRONLY)
+        with open(fd, "wb") as out:
+            out.write(data)
+        return target
+    real = Path(os.path.realpath(target))  # a symlink's file (a dangling one's, to be made)
+    tmp = real.with_name(f"{real.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # a new file, never one planted there
+    try:
+        with open(fd, "wb") as out:
+            out.write(data)
+            if mode is not None:  # the mode of the file it replaces; a new one's, the umask's
+                os.fchmod(out.fileno(), stat.S_IMODE(mode))
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return target
 
 
