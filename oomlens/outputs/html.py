@@ -471,8 +471,9 @@ def _span(xs: list[Any], by_time: bool) -> list[Any]:
     if by_time:
         low, high = min(xs), max(xs)
         if low == high:
-            moment = datetime.fromisoformat(low)
-            return [str(moment - timedelta(seconds=30)), str(moment + timedelta(seconds=30))]
+            moment = datetime.fromisoformat(low)  # year 1 or 9999: the calendar's end is the axis's
+            before, after = max(moment, datetime.min + timedelta(seconds=30)), min(moment, datetime.max - timedelta(seconds=30))
+            return [str(before - timedelta(seconds=30)), str(after + timedelta(seconds=30))]
         return [low, high]
     low, high = min(xs), max(xs)
     return [low - 1, high + 1] if low == high else [low, high]
