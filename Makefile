@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-quick check bench clean browser
+.PHONY: demo test test-quick check bench clean browser fuzz
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ check: $(STAMP)
 # Debian's Chromium for the HTML report's browser tests (Playwright drives it; never `playwright install`)
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+# Mutated real logs for FUZZ_MINUTES (10 by default; 60 for a long run); each failure is kept
+# under tests/fuzz_regressions/, which `make test` replays.
+fuzz: $(STAMP)
+	FUZZ_MINUTES=$${FUZZ_MINUTES:-10} $(BIN)/python tests/fuzzing.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
