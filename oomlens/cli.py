@@ -94,6 +94,7 @@ def _diagnose(paths: tuple[str, ...], jobs: int | None, all_readings: bool = Fal
     The pipeline is imported here, not with the command line: `--help` needs only click."""
     from . import pipeline
     from .reduce import BUCKETS
+    from .sources import one_line
 
     try:
         progress = Progress()
@@ -102,8 +103,8 @@ def _diagnose(paths: tuple[str, ...], jobs: int | None, all_readings: bool = Fal
     except KeyboardInterrupt:
         click.echo("oomlens: interrupted", err=True)
         raise SystemExit(130) from None
-    for problem in diagnosis.problems:
-        click.echo(f"oomlens: {problem}", err=True)
+    for problem in diagnosis.problems:  # one line each, whatever a file name or error holds
+        click.echo(f"oomlens: {one_line(problem)}", err=True)
     return diagnosis
 
 
@@ -282,6 +283,7 @@ def watch(path: str, interval: float, once: bool) -> None:
 
     import orjson
 
+    from .sources import one_line
     from .watch import Watcher
 
     watcher = Watcher(path)
@@ -291,7 +293,7 @@ def watch(path: str, interval: float, once: bool) -> None:
                 sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
                 sys.stdout.flush()
             for problem in watcher.problems:
-                click.echo(f"oomlens: {problem}", err=True)
+                click.echo(f"oomlens: {one_line(problem)}", err=True)
             watcher.problems.clear()
             if once:
                 return

@@ -50,6 +50,7 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # BOMB_RATIO times the compressed bytes consumed so far; at scan speed the floor costs seconds.
 BOMB_RATIO = 100
 BOMB_FLOOR = 64 << 20
+MAX_DEPTH = 200  # folders nested deeper are not entered: a walk recurses (Ray's trees are under 10 deep)
 SNIFF = 8192  # bytes looked at to tell text from binary, and compressed from plain
 STEP = 8192  # bytes asked of a decoder or archive member at a time: a cut loses at most this
 INFLATE_STEP = 1 << 18  # bytes of text asked of gzip at a time: its decoder keeps all it decoded before a cut
@@ -116,10 +117,21 @@ class Input:
         return out
 
 
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: a newline or an escape sequence in a name
+
+
 def shown(path: str) -> str:
-    """A path as text: bytes of a file name that are not UTF-8 become U+FFFD (JSON and
-    terminals need text; the file is still opened by its real name)."""
-    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    """A path as one line of text: bytes of a file name that are not UTF-8 become U+FFFD
+    (JSON and terminals need text) and control characters are escaped as Python writes
+    them, so that a name holding a newline cannot forge a line of oomlens's own; the file
+    is still opened by its real name."""
+    return one_line(path.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+
+
+def one_line(text: str) -> str:
+    """`text` with its control characters escaped (`\\n`, `\\x1b`): one line, no terminal
+    escape sequence. Idempotent: a backslash is left as it is."""
+    return CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def role_of(name: str) -> tuple[str, int | None]:
@@ -192,27 +204,31 @@ def sessions_under(paths: list[str]) -> set[str]:
     found: set[str] = set()
     seen: set[tuple[int, int]] = set()
 
-    def walk(at: str) -> None:
-        try:
-            st = os.stat(at)
-        except OSError:
-            return
-        if (st.st_dev, st.st_ino) in seen:
-            return
-        seen.add((st.st_dev, st.st_ino))
-        if stat.S_ISREG(st.st_mode) and at.lower().endswith(ARCHIVE_NAMES):
-            found.update(_archive_sessions(at))
-        elif stat.S_ISDIR(st.st_mode):
+    def walk(top: str) -> None:
+        """Iterative: a tree of any depth costs no recursion."""
+        stack = [top]
+        while stack:
+            at = stack.pop()
             try:
-                names = _kept(at, os.listdir(at))
+                st = os.stat(at)
             except OSError:
-                return
-            for name in names:
-                below = _session_below(os.path.join(at, name), name, None)
-                if below is not None:
-                    found.add(below)
-                elif name != LATEST:
-                    walk(os.path.join(at, name))
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            if stat.S_ISREG(st.st_mode) and at.lower().endswith(ARCHIVE_NAMES):
+                found.update(_archive_sessions(at))
+            elif stat.S_ISDIR(st.st_mode):
+                try:
+                    names = _kept(at, os.listdir(at))
+                except OSError:
+                    continue
+                for name in names:
+                    below = _session_below(os.path.join(at, name), name, None)
+                    if below is not None:
+                        found.add(below)
+                    elif name != LATEST:
+                        stack.append(os.path.join(at, name))
 
     for path in paths:
         at = session_of(path) if path != "-" else None
@@ -248,8 +264,9 @@ def _reason(err: OSError) -> str:
     return err.strerror or str(err)
 
 
-def _walk(path: str, seen: dict[tuple[int, int], str], named: bool, at: str | None = None, pick: Pick | None = None) -> Iterator[Input]:
-    """The inputs at `path`, which lies in session `at`; `named` on the command line."""
+def _walk(path: str, seen: dict[tuple[int, int], str], named: bool, at: str | None = None, pick: Pick | None = None, depth: int = 0) -> Iterator[Input]:
+    """The inputs at `path`, which lies in session `at`, `depth` folders below a path named
+    on the command line (`named`: it is one)."""
     if pick is not None and at is not None and not pick.keeps(at):  # another session than the one asked for
         if named:
             yield Input(path, problems=[f"in Ray session {at}, not {pick.session}: not read"], session=at)
@@ -270,8 +287,15 @@ def _walk(path: str, seen: dict[tuple[int, int], str], named: bool, at: str | No
             yield Input(path, problems=[f"same as {shown(seen[key])} (a link, or a link loop): not read again"], session=at)
         return
     if stat.S_ISDIR(st.st_mode):
+        above = None if named else _ancestor_link(path)
+        if above is not None:  # before `seen`: the folder may still be named on its own
+            yield Input(path, problems=[f"a link to {shown(above)}, a folder it lies in (a loop): not read"], session=at)
+            return
         seen[key] = path
-        yield from _folder(path, seen, named, at, pick)
+        if depth >= MAX_DEPTH:
+            yield Input(path, problems=[f"folder nested more than {MAX_DEPTH} deep: not read"], session=at)
+            return
+        yield from _folder(path, seen, named, at, pick, depth)
     elif stat.S_ISREG(st.st_mode):
         seen[key] = path
         yield from _file(path, named, at, pick)
@@ -283,7 +307,16 @@ def _walk(path: str, seen: dict[tuple[int, int], str], named: bool, at: str | No
         yield Input(path, problems=[f"{kind}, not a regular file: not read"], session=at)
 
 
-def _folder(path: str, seen: dict[tuple[int, int], str], named: bool, at: str | None, pick: Pick | None) -> Iterator[Input]:
+def _ancestor_link(path: str) -> str | None:
+    """Where a link to a folder points when that folder holds the link (`parent -> ..`):
+    read through, it would read the link's siblings and their parents."""
+    if not os.path.islink(path):
+        return None
+    target, here = os.path.realpath(path), os.path.realpath(os.path.dirname(path))
+    return target if here == target or here.startswith(target.rstrip(os.sep) + os.sep) else None
+
+
+def _folder(path: str, seen: dict[tuple[int, int], str], named: bool, at: str | None, pick: Pick | None, depth: int) -> Iterator[Input]:
     try:
         names = _kept(path, os.listdir(path))
     except OSError as err:
@@ -297,7 +330,7 @@ def _folder(path: str, seen: dict[tuple[int, int], str], named: bool, at: str | 
     beside = None  # a kernel log copied beside a node's logs/ was written on that node
     for name in names:
         child = os.path.join(path, name)
-        for item in _walk(child, seen, False, _session_below(child, name, at), pick):
+        for item in _walk(child, seen, False, _session_below(child, name, at), pick, depth + 1):
             if item.node is None and item.role == "kernel" and "logs" in names:
                 beside = beside or _node_of_folder(path, names, os.path.join("logs", "raylet.out"))
                 item.node = beside
@@ -340,14 +373,15 @@ def files_under(path: str) -> Iterator[tuple[str, os.stat_result]]:
     out are left out, a file or folder reached again (a link) is listed once, and what
     cannot be listed or stat'ed is passed over (it may be gone since)."""
     seen: set[tuple[int, int]] = set()
-
-    def walk(at: str) -> Iterator[tuple[str, os.stat_result]]:
+    stack = [path]  # iterative, in discover's order: a tree of any depth costs no recursion
+    while stack:
+        at = stack.pop()
         try:
             st = os.stat(at)
         except OSError:
-            return
+            continue
         if (st.st_dev, st.st_ino) in seen:
-            return
+            continue
         seen.add((st.st_dev, st.st_ino))
         if stat.S_ISREG(st.st_mode):
             yield at, st
@@ -355,11 +389,8 @@ def files_under(path: str) -> Iterator[tuple[str, os.stat_result]]:
             try:
                 names = _kept(at, os.listdir(at))
             except OSError:
-                return
-            for name in names:
-                yield from walk(os.path.join(at, name))
-
-    yield from walk(path)
+                continue
+            stack.extend(os.path.join(at, name) for name in reversed(names))
 
 
 def _node_of_folder(path: str, names: list[str], raylet: str = "raylet.out") -> str | None:
@@ -389,7 +420,7 @@ def _file(path: str, named: bool = True, at: str | None = None, pick: Pick | Non
             fh.seek(0)
             hole = fh.read(8) == bytes(8)  # a plain file that begins with a hole
             fh.seek(0)
-            head = text_stream(fh, probe).peek(SNIFF)[:SNIFF]
+            head = _past_nul_head(text_stream(fh, probe))[0]
         if hole:
             with open(path, "rb") as fh:
                 head = _past_hole(fh, head)
@@ -427,7 +458,8 @@ def _stream(name: str, opener: Callable[[], BinaryIO], pick: Pick | None = None)
     item = Input(name, role, pid)
     try:
         stream = text_stream(opener(), item)
-        head = stream.peek(SNIFF)[:SNIFF]
+        head, skipped = _past_nul_head(stream)
+        _tell_hole(item, skipped, head)
     except OSError as err:
         item.problems.append(f"cannot read ({_reason(err)}): nothing read")
         yield item
@@ -486,7 +518,9 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None =
             item = Input(name, role, pid, node=_nearest(nodes, folder), session=session)
             # the reader is an ExFileObject, a BufferedReader (read1 is what Limited reads); typeshed says IO[bytes]
             stream = text_stream(io.BufferedReader(Limited(cast(io.BufferedReader, reader), item, "archive member"), NODE_HEAD), item)
+            skipped = _past_nul_head(stream)[1]
             head = stream.peek(NODE_HEAD)
+            _tell_hole(item, skipped, head)
             node = node_in(head) if base == "raylet.out" else None
             if node is not None:
                 nodes[folder] = node
@@ -509,13 +543,15 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None =
 
 
 def _nearest(nodes: dict[str, str], folder: str) -> str | None:
-    """The node of the nearest folder at or above `folder` that has a raylet.out."""
+    """The node of the nearest folder at or above `folder` that has a raylet.out. A member
+    named from the root (`/etc/x.log`) climbs to "/", whose dirname is itself: the top."""
     while True:
         if folder in nodes:
             return nodes[folder]
-        if not folder:
+        up = posixpath.dirname(folder)
+        if up == folder:
             return None
-        folder = posixpath.dirname(folder)
+        folder = up
 
 
 NUL_RUN = re.compile(rb"\0{8,}")  # a hole: logrotate's copytruncate, a file preallocated or cut by a crash
@@ -536,6 +572,24 @@ def is_binary(head: bytes) -> bool:
         return True
     control = sum(1 for b in body if b < 9 or 13 < b < 32)
     return control > len(body) // 5
+
+
+def _past_nul_head(stream: io.BufferedReader) -> tuple[bytes, int]:
+    """The head to sniff of a stream read once (a member, standard input, a decompressed
+    file) that begins with a hole of NUL bytes, and how many NUL bytes were read past to
+    reach it (up to NUL_HEAD_LIMIT): they hold no text, so a stream read once loses none."""
+    skipped = 0
+    head = stream.peek(SNIFF)[:SNIFF]
+    while head and not head.strip(b"\0") and skipped < NUL_HEAD_LIMIT:
+        skipped += len(stream.read(len(head)))
+        head = stream.peek(SNIFF)[:SNIFF]
+    return head or bytes(min(skipped, SNIFF)), skipped  # nothing but NUL bytes: judged as they are
+
+
+def _tell_hole(item: Input, skipped: int, head: bytes) -> None:
+    """Say that a hole at the start of a stream was read past to the text after it."""
+    if skipped and head.strip(b"\0"):
+        item.problems.append(f"begins with {skipped} NUL bytes (a hole, as logrotate's copytruncate leaves): read past, the text after them read")
 
 
 def _past_hole(fh: BinaryIO, head: bytes) -> bytes:

@@ -33,7 +33,7 @@ from .events import Clue, Event, Source, fold
 from .outputs.json import incident as contract_incident
 from .reduce import READINGS
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
-from .sources import ARCHIVE_NAMES, SNIFF, files_under, is_binary, node_in, role_of
+from .sources import ARCHIVE_NAMES, SNIFF, files_under, is_binary, node_in, role_of, shown
 
 MAX_EVENTS = 500  # failures in the window
 MAX_SAMPLES = 500  # memory samples (gpu_memory) in the window: enough for a trend
@@ -89,6 +89,7 @@ class Watcher:
         self.uids: dict[int, Uid] = {}  # id(Source) of every report in the window -> its uid
         self.told: list[Told] = []
         self.problems: list[str] = []  # for stderr; the caller empties it
+        self.unreadable: set[tuple[int, int]] = set()  # files told unreadable: told once, until read again
         self._serial = 0
         self._dirty = False  # a failure or clue came in since the last correlation
 
@@ -147,8 +148,14 @@ class Watcher:
                     return False  # rotated between the listing and now: the next poll sees it
                 fh.seek(f.context)
                 data = fh.read(f.offset - f.context + READ)
-        except OSError:
+        except FileNotFoundError:  # gone since the listing (rotated away): the next poll drops it
             return False
+        except OSError as err:
+            if inode not in self.unreadable:
+                self.unreadable.add(inode)
+                self.problems.append(f"{shown(f.path)}: cannot read ({err.strerror or err}): still watched, read when it can be")
+            return False
+        self.unreadable.discard(inode)
         start = f.offset - f.context  # where the new bytes begin in `data`
         if len(data) <= start:
             return False

@@ -1,0 +1,133 @@
+"""Hostile sources (issue 17): tar member names, deep trees, holes, unreadable files, file
+names with control characters and links to a folder above: each is read or told in one
+line, never a hang, a traceback or a silent skip."""
+
+from __future__ import annotations
+
+import builtins
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+from oomlens.sources import MAX_DEPTH
+from oomlens.watch import Watcher
+
+LINE = (
+    b"(raylet) [2025-04-02 15:02:00,117 E 135782 135782] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) "
+    b"killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: "
+    b"351e406b196f66bb45eaad02a3b8b4725babfa8cc12949432f7ad7d8, IP: 10.95.143.76) over the last time period.\n"
+)
+
+
+def parse(*args: str, stdin: bytes | None = None, cwd: str | None = None) -> tuple[dict, list[str]]:
+    """`oomlens parse ARGS --format json` run as a user runs it: its JSON and stderr lines."""
+    run = subprocess.run([sys.executable, "-m", "oomlens", "parse", *args, "--format", "json"], input=stdin, capture_output=True, timeout=60, cwd=cwd)
+    err = run.stderr.decode()
+    assert "Traceback" not in err, err
+    return json.loads(run.stdout), err.splitlines()
+
+
+def problems(doc: dict) -> dict[str, list[str]]:
+    return {i["path"]: i["problems"] for i in doc["inputs"]}
+
+
+def tar_of(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_tar_members_named_from_the_root_or_above_are_read_once(tmp_path):
+    # "/etc/x.log" climbed to "/", whose dirname is "/": the search for its node never ended
+    names = ["/etc/x.log", "//x.log", "../../y.log", "./a/../z.log"]
+    (tmp_path / "odd.tar").write_bytes(tar_of({name: LINE for name in names}))
+    doc, err = parse(str(tmp_path / "odd.tar"))
+    assert sorted(problems(doc)) == sorted(f"{tmp_path / 'odd.tar'}:{name}" for name in names)
+    assert len(doc["events"]) == 1 and len(doc["events"][0]["sources"]) == 4
+    assert err == []
+
+
+def test_a_tree_deeper_than_the_walk_goes_is_told_and_the_rest_read(tmp_path):
+    deep = os.path.join(*["d"] * 490)  # ~490 deep raised RecursionError
+    os.makedirs(tmp_path / deep)
+    (tmp_path / deep / "x.log").write_bytes(LINE)
+    (tmp_path / "top.log").write_bytes(LINE)
+    doc, err = parse(".", cwd=str(tmp_path))
+    cut = os.path.join(".", *["d"] * MAX_DEPTH)
+    assert problems(doc) == {cut: [f"folder nested more than {MAX_DEPTH} deep: not read"], "./top.log": []}
+    assert err == [f"oomlens: {cut}: folder nested more than {MAX_DEPTH} deep: not read"]
+    assert len(doc["events"]) == 1
+
+
+def test_a_nul_head_before_text_is_read_past_in_streams_read_once(tmp_path):
+    """logrotate's copytruncate leaves the old length as a hole: 64 KiB of NUL bytes, then text."""
+    text = bytes(65536) + LINE * 3
+    (tmp_path / "raylet.1.out.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "logs.tar").write_bytes(tar_of({"logs/raylet.out": text}))
+    told = "begins with 65536 NUL bytes (a hole, as logrotate's copytruncate leaves): read past, the text after them read"
+    doc, _ = parse(str(tmp_path / "raylet.1.out.gz"))
+    assert problems(doc) == {str(tmp_path / "raylet.1.out.gz"): []} and doc["events"]
+    doc, err = parse(str(tmp_path / "logs.tar"))
+    assert problems(doc) == {f"{tmp_path / 'logs.tar'}:logs/raylet.out": [told]} and doc["events"]
+    doc, err = parse("-", stdin=text)
+    assert problems(doc) == {"-": [told]} and doc["events"]
+    assert err == [f"oomlens: -: {told}"]
+
+
+def test_nothing_but_nul_bytes_is_still_not_read_as_text(tmp_path):
+    (tmp_path / "zeros.gz").write_bytes(gzip.compress(bytes(1 << 20)))
+    doc, _ = parse(str(tmp_path / "zeros.gz"))
+    assert problems(doc) == {str(tmp_path / "zeros.gz"): ["binary file (not text): not read"]}
+
+
+def test_a_newline_in_a_file_name_cannot_forge_a_line(tmp_path):
+    name = "a\noomlens: all clear\x1b[2J.log"
+    (tmp_path / name).write_bytes(bytes(range(1, 9)) * 500)  # binary: one problem line
+    doc, err = parse(str(tmp_path))
+    shown = str(tmp_path / "a\\noomlens: all clear\\x1b[2J.log")
+    assert problems(doc) == {shown: ["binary file (not text): not read"]}
+    assert err[0] == f"oomlens: {shown}: binary file (not text): not read"
+    assert len(err) == 2 and err[1].startswith("oomlens: nothing could be read")
+
+
+def test_a_link_to_a_folder_above_is_a_loop_not_read(tmp_path):
+    logs = tmp_path / "session" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "raylet.out").write_bytes(LINE)
+    (tmp_path / "session" / "sibling").mkdir()
+    (tmp_path / "session" / "sibling" / "other.log").write_bytes(LINE.replace(b"1 Workers", b"2 Workers"))
+    (logs / "parent").symlink_to("..")
+    doc, err = parse(str(logs))
+    told = f"a link to {tmp_path.resolve() / 'session'}, a folder it lies in (a loop): not read"
+    assert problems(doc) == {str(logs / "raylet.out"): [], str(logs / "parent"): [told]}
+    assert err == [f"oomlens: {logs / 'parent'}: {told}"]
+    doc, _ = parse(str(logs / "parent"))  # named on its own, it is read
+    assert str(logs / "parent" / "sibling" / "other.log") in problems(doc)
+
+
+def test_watch_tells_an_unreadable_file_once_and_keeps_watching(tmp_path, monkeypatch):
+    (tmp_path / "raylet.out").write_bytes(LINE)
+    locked = str(tmp_path / "raylet.out")
+    real_open = builtins.open
+
+    def refusing(path, *args, **kw):  # chmod 000 does not stop root: refuse as the kernel would
+        if str(path) == locked and refuse:
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *args, **kw)
+
+    monkeypatch.setattr(builtins, "open", refusing)
+    refuse = True
+    watcher = Watcher(str(tmp_path))
+    assert watcher.poll() == [] and watcher.problems == [f"{locked}: cannot read (Permission denied): still watched, read when it can be"]
+    watcher.problems.clear()
+    assert watcher.poll() == [] and watcher.problems == []  # once per file
+    refuse = False
+    assert watcher.poll(final=True) and watcher.problems == []  # read as soon as it can be
