@@ -558,17 +558,21 @@ NUL_RUN = re.compile(rb"\0{8,}")  # a hole: logrotate's copytruncate, a file pre
 NUL_HEAD_LIMIT = 64 << 20  # how far into a plain file a leading hole is skipped to sniff the text after it
 
 
+STRAY_NULS = 8  # NUL bytes outside runs that text may hold (torn writes), whatever its length
+
+
 def is_binary(head: bytes) -> bool:
     """Binary as ripgrep judges it: NUL bytes, or mostly control bytes. Runs of NUL bytes
-    (holes a log gets from logrotate's copytruncate or a crash) are not counted, nor is one
-    stray NUL in a thousand bytes. Invalid UTF-8 is text: its bytes are read as U+FFFD and
-    the scanner names the lines that hold them."""
+    (holes a log gets from logrotate's copytruncate or a crash) are not counted, nor are a
+    few stray NUL bytes (a torn write): binary data holds one in a few hundred bytes. Invalid
+    UTF-8 is text: its bytes are read as U+FFFD and the scanner names the lines that hold them."""
     if not head:
         return False
     body = NUL_RUN.sub(b"", head)
     if len(body) < min(len(head), 512):
         return True  # (almost) nothing but NUL bytes: no text to judge
-    if body.count(0) > len(body) // 1000:
+    stray = body.count(0)
+    if stray > STRAY_NULS and stray * 500 > len(body):  # random or compressed bytes hold one in 256
         return True
     control = sum(1 for b in body if b < 9 or 13 < b < 32)
     return control > len(body) // 5

@@ -502,3 +502,16 @@ def test_scattered_nul_bytes_are_binary_a_stray_one_is_not():
     assert is_binary(bytes(b if i % 50 else 0 for i, b in enumerate(text)))
     assert is_binary(bytes(4096))
     assert not is_binary(bytes(range(0x80, 0x100)) * 30)  # invalid UTF-8 is text
+
+
+def test_a_few_stray_nul_bytes_in_a_small_log_leave_it_text(tmp_path):
+    """A torn write leaves a NUL or two in a line; a 1 KB log that holds two is still read
+    (the fuzz run's f853feb50f66639c), while random bytes (one NUL in 256) stay binary."""
+    from oomlens.sources import is_binary
+
+    text = summary(3)
+    torn = text[:40] + b"\0" + text[40:80] + b"\0" + text[80:]
+    assert not is_binary(torn) and is_binary(os.urandom(4000))
+    (tmp_path / "raylet.out").write_bytes(torn)
+    run = cli(str(tmp_path / "raylet.out"))
+    assert run.returncode == 0 and killed(json.loads(run.stdout)["events"]) == [3]
