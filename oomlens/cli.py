@@ -225,7 +225,8 @@ def report(paths: tuple[str, ...], output: str, plotly: str, jobs: int | None, a
             except OSError as err:
                 click.echo(f"oomlens: cannot write {output}: {err.strerror or err}", err=True)
                 raise SystemExit(1) from None
-            click.echo(f"wrote {output}")
+            # a regular file is named on stdout; a device or a pipe (-o /dev/stdout) holds the page itself
+            click.echo(f"wrote {output}", err=not os.path.isfile(output))
     except BrokenPipeError:  # `oomlens report ... -o - | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except OSError as err:  # stdout on a full disk

@@ -96,3 +96,11 @@ def test_an_error_over_many_lines_is_one_problem_line(where):
     lines = run.stderr.splitlines()
     assert lines and all(line.startswith("oomlens: ") for line in lines), run.stderr
     assert any("ValueError: bad value" in line for line in lines), run.stderr
+
+
+def test_a_report_to_dev_stdout_is_the_page_alone():
+    """The page goes where stdout goes; the word of where it was written goes to stderr."""
+    run = report("/dev/stdout")
+    page = run.stdout.decode()
+    assert run.returncode == 0 and page.rstrip().endswith("</html>") and "wrote" not in page[-200:]
+    assert run.stderr.decode() == "wrote /dev/stdout\n"
