@@ -497,7 +497,8 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None =
     try:
         tar = tarfile.open(fileobj=opener(), mode="r|")
     except DECODE_ERRORS as err:
-        archive.problems.append(f"unreadable archive: {err}")
+        cut = any(p.startswith(("zstd data cut", "gzip data cut")) for p in archive.problems)
+        archive.problems.append("archive cut before its first member was whole: nothing read" if cut else f"unreadable archive: {err}")
         yield archive
         return
     try:
@@ -645,7 +646,7 @@ def text_stream(raw: BinaryIO, item: Input) -> io.BufferedReader:
         counted = Counting(buffered)
         return io.BufferedReader(Limited(Gunzip(counted), item, "gzip", counted, INFLATE_STEP))
     if magic.startswith(ZSTD_MAGIC):
-        counted = Counting(buffered)
+        counted = ZstdFrames(buffered)
         # zstandard's stub asks for IO[bytes]: the reader calls only read()
         reader = zstandard.ZstdDecompressor().stream_reader(counted, read_across_frames=True)  # type: ignore[arg-type]
         return io.BufferedReader(Limited(reader, item, "zstd", counted))
@@ -696,6 +697,72 @@ class Counting(Wrapping):
         buffer[: len(data)] = data
         self.count += len(data)
         return len(data)
+
+
+class ZstdFrames(Counting):
+    """Counts the compressed bytes and follows the zstd frames they form (RFC 8878: frame and
+    block headers, block sizes, checksums; skippable frames), without decoding: zstandard's
+    stream reader ends quietly where a file was cut, and this tells whether the bytes
+    stopped inside a frame."""
+
+    def __init__(self, inner: _Reads) -> None:
+        super().__init__(inner)
+        self.need, self.state = 4, "magic"  # bytes of header wanted next, and which
+        self.header = b""
+        self.skip = 0  # bytes of block content (or a skippable frame) to pass over
+        self.checksum = False
+        self.cut = False  # the bytes ended inside a frame
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        got = super().readinto(buffer)
+        if got:
+            self._follow(bytes(buffer[:got]))
+        else:
+            self.cut = self.state != "magic" or bool(self.header) or self.skip > 0
+        return got
+
+    def _follow(self, data: bytes) -> None:
+        at = 0
+        while at < len(data):
+            if self.skip:
+                taken = min(self.skip, len(data) - at)
+                self.skip -= taken
+                at += taken
+                continue
+            taken = min(self.need - len(self.header), len(data) - at)
+            self.header += data[at : at + taken]
+            at += taken
+            if len(self.header) == self.need:
+                header, self.header = self.header, b""
+                self._step(header)
+
+    def _step(self, header: bytes) -> None:
+        """One whole header read: what comes after it."""
+        if self.state == "magic":
+            if header == ZSTD_MAGIC:
+                self.need, self.state = 1, "descriptor"
+            elif header[1:] == b"*M" and header[0] & 0xF0 == 0x50:  # a skippable frame
+                self.need, self.state = 4, "skippable"
+            else:  # not zstd: the decoder says so
+                self.need, self.state = 4, "magic"
+        elif self.state == "skippable":
+            self.skip, self.need, self.state = int.from_bytes(header, "little"), 4, "magic"
+        elif self.state == "descriptor":
+            d = header[0]
+            single, fcs = d >> 5 & 1, d >> 6
+            self.checksum = bool(d >> 2 & 1)
+            rest = (0 if single else 1) + (0, 1, 2, 4)[d & 3] + ((1 if single else 0), 2, 4, 8)[fcs]
+            self.need, self.state = (rest, "frame header") if rest else (3, "block")
+        elif self.state == "frame header":
+            self.need, self.state = 3, "block"
+        elif self.state == "block":
+            value = int.from_bytes(header, "little")
+            last, kind, size = value & 1, value >> 1 & 3, value >> 3
+            self.skip = 1 if kind == 1 else size  # an RLE block holds one byte
+            if last:
+                self.need, self.state = (4, "checksum") if self.checksum else (4, "magic")
+        elif self.state == "checksum":
+            self.need, self.state = 4, "magic"
 
 
 class Gunzip(Wrapping):
@@ -759,6 +826,8 @@ class Limited(Wrapping):
                 self._stop(f"{self.codec} data cut or damaged after {self.total} bytes: {err}")
                 break
             if not data:
+                if isinstance(self.compressed, ZstdFrames) and self.compressed.cut:
+                    self._stop(f"zstd data cut after {self.total} bytes: the file ends inside a frame")
                 break
             buffer[filled : filled + len(data)] = data
             filled += len(data)

@@ -131,3 +131,50 @@ def test_watch_tells_an_unreadable_file_once_and_keeps_watching(tmp_path, monkey
     assert watcher.poll() == [] and watcher.problems == []  # once per file
     refuse = False
     assert watcher.poll(final=True) and watcher.problems == []  # read as soon as it can be
+
+
+def _stamped(count: int, start: int = 0) -> bytes:
+    """Kill summaries each with its own second and node, compressing as real lines do."""
+    return b"".join(
+        LINE.replace(b"15:02:00", f"15:{(start + n) // 60 % 60:02d}:{(start + n) % 60:02d}".encode()).replace(
+            b"10.95.143.76", f"10.0.{n % 250}.{n % 7}".encode()
+        )
+        for n in range(count)
+    )
+
+
+def test_a_cut_zstd_file_says_it_was_cut_and_keeps_its_whole_frames(tmp_path):
+    """zstandard's reader ends quietly where a file was cut; the frames are followed as the
+    bytes are read, and a file that ends inside one says so."""
+    import zstandard
+
+    first, second = (zstandard.ZstdCompressor(write_checksum=True).compress(_stamped(40, start)) for start in (0, 100))
+    skippable = b"\x50\x2a\x4d\x18" + (5).to_bytes(4, "little") + b"notes"
+    cases = {
+        "whole.log.zst": (first + skippable + second, 80),
+        "second-cut.log.zst": (first + second[: len(second) // 2], 40),
+        "last-byte-cut.log.zst": (first + second[:-1], 80),
+    }  # only its checksum cut: all its text read
+    for name, (data, events) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        doc, err = parse(str(tmp_path / name))
+        said = problems(doc)[str(tmp_path / name)]
+        assert len(doc["events"]) == events, (name, len(doc["events"]))
+        if name == "whole.log.zst":
+            assert (said, err) == ([], []), name
+        else:
+            [problem] = said
+            assert problem.startswith("zstd data cut after ") and problem.endswith(": the file ends inside a frame"), problem
+            assert err == [f"oomlens: {tmp_path / name}: {problem}"]
+
+
+def test_a_cut_tar_zst_is_called_cut_not_empty(tmp_path):
+    import zstandard
+
+    whole = zstandard.ZstdCompressor().compress(tar_of({"logs/raylet.out": _stamped(60)}))
+    (tmp_path / "session.tar.zst").write_bytes(whole[: len(whole) // 2])
+    run = subprocess.run([sys.executable, "-m", "oomlens", "parse", str(tmp_path / "session.tar.zst")], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "empty file" not in run.stderr
+    lines = run.stderr.splitlines()
+    assert any(line.endswith(": the file ends inside a frame") for line in lines), lines
+    assert any(line.endswith("archive cut before its first member was whole: nothing read") for line in lines), lines
