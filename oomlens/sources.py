@@ -559,7 +559,7 @@ NUL_RUN = re.compile(rb"\0{8,}")  # a hole: logrotate's copytruncate, a file pre
 NUL_HEAD_LIMIT = 64 << 20  # how far into a plain file a leading hole is skipped to sniff the text after it
 
 
-STRAY_NULS = 8  # NUL bytes outside runs that text may hold (torn writes), whatever its length
+STRAY_NULS = 4  # NUL bytes outside runs that text may hold (torn writes), whatever its length
 
 
 def is_binary(head: bytes) -> bool:
@@ -573,7 +573,7 @@ def is_binary(head: bytes) -> bool:
     if len(body) < min(len(head), 512):
         return True  # (almost) nothing but NUL bytes: no text to judge
     stray = body.count(0)
-    if stray > STRAY_NULS and stray * 500 > len(body):  # random or compressed bytes hold one in 256
+    if stray > STRAY_NULS and stray * 1000 > len(body):  # more than one in a thousand: random or compressed bytes hold one in 256
         return True
     control = sum(1 for b in body if b < 9 or 13 < b < 32)
     return control > len(body) // 5
