@@ -20,7 +20,7 @@ from .progress import Tick, counted
 from .reduce import BUCKETS, READINGS, Reduction, reduce_found, restore, restored
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
-from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, reopen, session_start
+from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, error_line, reopen, session_start
 from .times import YEAR, Stamp, first_stamp
 
 if TYPE_CHECKING:
@@ -40,16 +40,8 @@ def read_input(item: Input, reduction: Reduction | None = None, fams: tuple[Fami
     try:
         _read(item, events, reduction, fams, tick)
     except Exception as err:  # noqa: BLE001 - reported as a problem, the other inputs still read
-        item.problems.append(f"oomlens failed on this input, rest not read (please report): {_cause(err)}")
+        item.problems.append(f"oomlens failed on this input, rest not read (please report): {error_line(err)}")
     return restored(events, reduction)
-
-
-def _cause(err: BaseException) -> str:
-    """An error as one line of a problem: its class and its message's first line (lark's
-    VisitError wraps the Transformer's error in three lines; a message may hold the log's)."""
-    cause = getattr(err, "orig_exc", err)
-    text = str(cause).strip()
-    return f"{type(cause).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def _read(item: Input, events: list, reduction: Reduction | None = None, fams: tuple[Family, ...] | None = None, tick: Tick | None = None) -> None:
@@ -394,7 +386,7 @@ def _collect(item: Input, found: Any) -> tuple[list[Event | Clue], Reduced]:
     try:
         rows, item.bytes, item.lines, problems, reduced = found.result()
     except Exception as err:  # noqa: BLE001 - a worker that died costs only its input
-        item.problems.append(f"oomlens failed on this input (please report): {_cause(err)}")
+        item.problems.append(f"oomlens failed on this input (please report): {error_line(err)}")
         return [], (0, 0)
     item.problems.extend(problems)
     return from_rows(rows), reduced
@@ -412,7 +404,7 @@ def _collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Cl
     try:
         results = [future.result() for future in futures]
     except Exception as err:  # noqa: BLE001 - a worker that died costs only its input
-        item.problems.append(f"oomlens failed on this input (please report): {_cause(err)}")
+        item.problems.append(f"oomlens failed on this input (please report): {error_line(err)}")
         return [], (0, 0)
     long_lines = bad_lines = seen = level = 0
     for rows, own_lines, (problems, (longs, bads)), (first, first_node), open_at, year, (part_seen, part_level) in results:

@@ -23,6 +23,7 @@ from .events import CLUE_KINDS, Clue, Event, Source
 from .grammars import Family, families
 from .layout import Layout
 from .prefilter import Prefilter, fast_regex
+from .sources import error_line
 from .times import YEAR, Stamp, first_stamp, last_stamp_at, stampless_until
 
 try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
@@ -443,8 +444,7 @@ class Scanner:
         left out, counted, the first told; the blocks around it are read as ever."""
         self._failures += 1
         if self._failures == 1:
-            cause = getattr(err, "orig_exc", err)  # lark wraps a Transformer's error in a VisitError
-            self._first_failure = f"line {line}: {type(cause).__name__}: {str(cause).strip().splitlines()[0] if str(cause).strip() else ''}"
+            self._first_failure = f"line {line}: {error_line(err)}"
 
     def _build(self, block: Block, drafts: list[dict], actor: str | None, stamp: Stamp | None, inferred: bool) -> list[Event | Clue]:
         head = block.head

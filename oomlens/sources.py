@@ -155,6 +155,16 @@ class Pick:
         return at is not None and at == self.session
 
 
+def error_line(err: BaseException, named: bool = True) -> str:
+    """An error as one line of a problem: its class (unless `named` is False: a decoder's
+    message says enough) and its message's first line (lark wraps a Transformer's error in
+    three lines; a decoder's or a log's message may hold more)."""
+    cause = getattr(err, "orig_exc", err)
+    text = str(cause).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(cause).__name__}: {first}" if named else first
+
+
 def discover(paths: list[str], session: str | None = None) -> Iterator[Input]:
     """Every input under the given paths, in a stable order, problems included.
 
@@ -498,7 +508,7 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None =
         tar = tarfile.open(fileobj=opener(), mode="r|")
     except DECODE_ERRORS as err:
         cut = any(p.startswith(("zstd data cut", "gzip data cut")) for p in archive.problems)
-        archive.problems.append("archive cut before its first member was whole: nothing read" if cut else f"unreadable archive: {err}")
+        archive.problems.append("archive cut before its first member was whole: nothing read" if cut else f"unreadable archive: {error_line(err, named=False)}")
         yield archive
         return
     try:
@@ -534,7 +544,7 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None =
                 item.opener = lambda s=stream: s
             yield item
     except DECODE_ERRORS as err:
-        archive.problems.append(f"archive cut or damaged after {count} member(s): {err}")
+        archive.problems.append(f"archive cut or damaged after {count} member(s): {error_line(err, named=False)}")
     finally:
         tar.close()
     if count == 0 and not archive.problems:
@@ -823,7 +833,7 @@ class Limited(Wrapping):
             try:
                 data = self.inner.read1(min(self.step, len(buffer) - filled))
             except DECODE_ERRORS as err:
-                self._stop(f"{self.codec} data cut or damaged after {self.total} bytes: {err}")
+                self._stop(f"{self.codec} data cut or damaged after {self.total} bytes: {error_line(err, named=False)}")
                 break
             if not data:
                 if isinstance(self.compressed, ZstdFrames) and self.compressed.cut:

@@ -33,7 +33,7 @@ from .events import Clue, Event, Source, fold
 from .outputs.json import incident as contract_incident
 from .reduce import READINGS
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
-from .sources import ARCHIVE_NAMES, SNIFF, files_under, is_binary, node_in, role_of, shown
+from .sources import ARCHIVE_NAMES, SNIFF, error_line, files_under, is_binary, node_in, role_of, shown
 
 MAX_EVENTS = 500  # failures in the window
 MAX_SAMPLES = 500  # memory samples (gpu_memory) in the window: enough for a trend
@@ -170,7 +170,7 @@ class Watcher:
         try:
             self._scan(f, data[:cut], final)
         except Exception as err:  # noqa: BLE001 - an oomlens error costs these bytes, not the watch
-            self.problems.append(f"{f.path}: oomlens failed on bytes {f.context}-{f.context + cut}, skipped (please report): {type(err).__name__}: {err}")
+            self.problems.append(f"{f.path}: oomlens failed on bytes {f.context}-{f.context + cut}, skipped (please report): {error_line(err)}")
             f.context_line += data.count(b"\n", 0, cut)
             f.context = f.offset = f.context + cut
             f.accept_line, f.open_keys = max(f.accept_line, f.context_line), []
@@ -249,7 +249,7 @@ class Watcher:
         try:
             return self._correlate()
         except Exception as err:  # noqa: BLE001 - told on stderr; the next report tries again
-            self.problems.append(f"oomlens failed to correlate (please report): {type(err).__name__}: {err}")
+            self.problems.append(f"oomlens failed to correlate (please report): {error_line(err)}")
             return []
 
     def _correlate(self) -> list[dict[str, Any]]:
