@@ -57,7 +57,7 @@ from .shapes import MAX_SHAPES, NUMBER_RUN, numbers_and_shape
 class Start:
     """Where a family's block begins in a line: the first place its `start` patterns match,
     taken back over the `lead` that stands right before it (within LEAD_REACH characters).
-    Matches' `start()`, `end()` and `group(0)` as `re`'s are."""
+    Matches' `start()` and `end()` as `re`'s are."""
 
     def __init__(self, core: re.Pattern[str], lead: re.Pattern[str]) -> None:
         self.core, self.lead = core, lead
@@ -66,9 +66,6 @@ class Start:
     def search(self, text: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | Begin | None:
         m = self.core.search(text, pos, len(text) if endpos is None else endpos)
         return None if m is None else self._begin(text, m, pos)
-
-    def match(self, text: str) -> re.Match[str] | None:
-        return self.core.match(text)
 
     def finditer(self, text: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str] | Begin]:
         for m in self.core.finditer(text, pos, len(text) if endpos is None else endpos):
@@ -91,9 +88,6 @@ class Begin(NamedTuple):
 
     def end(self) -> int:
         return self.stop
-
-    def group(self, _: int = 0) -> str:
-        return self.text[self.at : self.stop]
 
 
 LEAD_REACH = 256  # characters before a start its lead may begin at

@@ -32,7 +32,7 @@ import stat
 import sys
 import tarfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol, cast
 
@@ -212,40 +212,23 @@ def sessions_under(paths: list[str]) -> set[str]:
     """The Ray sessions at or under `paths`: the session a path lies in, the session_*
     folders below it (not entered), and the sessions the members of tar archives lie in."""
     found: set[str] = set()
-    seen: set[tuple[int, int]] = set()
 
-    def walk(top: str) -> None:
-        """Iterative: a tree of any depth costs no recursion."""
-        stack = [top]
-        while stack:
-            at = stack.pop()
-            try:
-                st = os.stat(at)
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) in seen:
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            if stat.S_ISREG(st.st_mode) and at.lower().endswith(ARCHIVE_NAMES):
-                found.update(_archive_sessions(at))
-            elif stat.S_ISDIR(st.st_mode):
-                try:
-                    names = _kept(at, os.listdir(at))
-                except OSError:
-                    continue
-                for name in names:
-                    below = _session_below(os.path.join(at, name), name, None)
-                    if below is not None:
-                        found.add(below)
-                    elif name != LATEST:
-                        stack.append(os.path.join(at, name))
+    def below(folder: str, names: list[str]) -> Iterator[str]:
+        for name in names:
+            session = _session_below(os.path.join(folder, name), name, None)
+            if session is not None:
+                found.add(session)  # named by its folder: not entered
+            elif name != LATEST:
+                yield os.path.join(folder, name)
 
     for path in paths:
         at = session_of(path) if path != "-" else None
         if at is not None:
             found.add(at)
         elif path != "-":
-            walk(path)
+            for file, st in _walk_once(path, below):
+                if stat.S_ISREG(st.st_mode) and file.lower().endswith(ARCHIVE_NAMES):
+                    found.update(_archive_sessions(file))
     return found
 
 
@@ -382,8 +365,18 @@ def files_under(path: str) -> Iterator[tuple[str, os.stat_result]]:
     them, none opened: what `watch` polls for appended bytes. The folders discover leaves
     out are left out, a file or folder reached again (a link) is listed once, and what
     cannot be listed or stat'ed is passed over (it may be gone since)."""
+    for at, st in _walk_once(path, lambda folder, names: (os.path.join(folder, name) for name in names)):
+        if stat.S_ISREG(st.st_mode):
+            yield at, st
+
+
+def _walk_once(top: str, below: Callable[[str, list[str]], Iterable[str]]) -> Iterator[tuple[str, os.stat_result]]:
+    """Every path at or under `top` with its stat, each once (a link reached again is passed
+    over), in the order `below(folder, names)` gives a folder's paths to go into (names as
+    discover keeps them). Iterative: a tree of any depth costs no recursion. What cannot be
+    stat'ed or listed is passed over (it may be gone since)."""
     seen: set[tuple[int, int]] = set()
-    stack = [path]  # iterative, in discover's order: a tree of any depth costs no recursion
+    stack = [top]
     while stack:
         at = stack.pop()
         try:
@@ -393,14 +386,13 @@ def files_under(path: str) -> Iterator[tuple[str, os.stat_result]]:
         if (st.st_dev, st.st_ino) in seen:
             continue
         seen.add((st.st_dev, st.st_ino))
-        if stat.S_ISREG(st.st_mode):
-            yield at, st
-        elif stat.S_ISDIR(st.st_mode):
+        yield at, st
+        if stat.S_ISDIR(st.st_mode):
             try:
                 names = _kept(at, os.listdir(at))
             except OSError:
                 continue
-            stack.extend(os.path.join(at, name) for name in reversed(names))
+            stack.extend(reversed(list(below(at, names))))
 
 
 def _node_of_folder(path: str, names: list[str], raylet: str = "raylet.out") -> str | None:
