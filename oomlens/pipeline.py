@@ -61,7 +61,7 @@ def _read(item: Input, events: list, reduction: Reduction | None = None, fams: t
     except OSError as err:
         scanner.problems.append(f"read failed after {scanner.bytes_read} bytes: {err.strerror or err}")
     finally:
-        item.bytes, item.lines = scanner.bytes_read, scanner.lines_read
+        item.bytes, item.lines = item.hole + scanner.bytes_read, scanner.lines_read
         if layout is not None:
             removed, breaks = layout.totals()
             item.bytes, item.lines = item.bytes + removed, item.lines + breaks
@@ -230,7 +230,7 @@ def _ranges(item: Input, jobs: int) -> tuple[list[tuple[int, int, int, int]], in
         with open(item.file, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             head = fh.read(LAYOUT_HEAD)
-            if head.startswith(GZIP_MAGIC) or head.startswith(ZSTD_MAGIC) or newest_first(head) or wrap_layout(head, False):
+            if head.startswith((GZIP_MAGIC, ZSTD_MAGIC, b"\0")) or newest_first(head) or wrap_layout(head, False):  # a hole is read past by one
                 return None
             cuts = [0]
             for k in range(1, min(jobs, size // RANGE_MIN)):

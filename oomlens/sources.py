@@ -34,7 +34,7 @@ import tarfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Protocol, cast
+from typing import Any, BinaryIO, Protocol, cast
 
 import zstandard
 
@@ -104,6 +104,7 @@ class Input:
     readings: int = 0  # memory readings read (reduce.py)
     readings_kept: int = 0  # and kept
     session: str | None = None  # the Ray session folder (session_*) the input lies in
+    hole: int = 0  # NUL bytes its text begins after (text_stream reads past them)
 
     def __post_init__(self) -> None:
         self.path = shown(self.path)
@@ -420,12 +421,7 @@ def _file(path: str, named: bool = True, at: str | None = None, pick: Pick | Non
         with open(path, "rb") as fh:
             size = _text_size(fh)
             fh.seek(0)
-            hole = fh.read(8) == bytes(8)  # a plain file that begins with a hole
-            fh.seek(0)
-            head = _past_nul_head(text_stream(fh, probe))[0]
-        if hole:
-            with open(path, "rb") as fh:
-                head = _past_hole(fh, head)
+            head = _head(text_stream(fh, probe), probe)
     except OSError as err:
         yield Input(path, problems=[f"cannot read ({_reason(err)}): nothing read"], session=at)
         return
@@ -440,6 +436,7 @@ def _file(path: str, named: bool = True, at: str | None = None, pick: Pick | Non
     if is_binary(head):
         item.problems.append("binary file (not text): not read")
     else:
+        _tell_hole(item, probe.hole)
         item.opener = lambda: text_stream(open(path, "rb"), item)
         item.file = path
     yield item
@@ -460,8 +457,7 @@ def _stream(name: str, opener: Callable[[], BinaryIO], pick: Pick | None = None)
     item = Input(name, role, pid)
     try:
         stream = text_stream(opener(), item)
-        head, skipped = _past_nul_head(stream)
-        _tell_hole(item, skipped, head)
+        head = _head(stream, item)
     except OSError as err:
         item.problems.append(f"cannot read ({_reason(err)}): nothing read")
         yield item
@@ -477,6 +473,7 @@ def _stream(name: str, opener: Callable[[], BinaryIO], pick: Pick | None = None)
         item.problems.append("binary data (not text): not read")
         yield item
     else:
+        _tell_hole(item, item.hole)
         item.opener = lambda: stream
         yield item
 
@@ -521,18 +518,17 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None =
             item = Input(name, role, pid, node=_nearest(nodes, folder), session=session)
             # the reader is an ExFileObject, a BufferedReader (read1 is what Limited reads); typeshed says IO[bytes]
             stream = text_stream(io.BufferedReader(Limited(cast(io.BufferedReader, reader), item, "archive member"), NODE_HEAD), item)
-            skipped = _past_nul_head(stream)[1]
             head = stream.peek(NODE_HEAD)
-            _tell_hole(item, skipped, head)
             node = node_in(head) if base == "raylet.out" else None
             if node is not None:
                 nodes[folder] = node
                 for where, earlier in [*members, (folder, item)]:
                     earlier.node = _nearest(nodes, where) or earlier.node
             members.append((folder, item))
-            if is_binary(head[:SNIFF]):
+            if is_binary(head[:SNIFF] or bytes(min(item.hole, SNIFF))):
                 item.problems.append("binary file (not text): not read")
             else:  # even when cut: what came before the cut is read
+                _tell_hole(item, item.hole)
                 item.opener = lambda s=stream: s
             yield item
     except DECODE_ERRORS as err:
@@ -558,7 +554,6 @@ def _nearest(nodes: dict[str, str], folder: str) -> str | None:
 
 
 NUL_RUN = re.compile(rb"\0{8,}")  # a hole: logrotate's copytruncate, a file preallocated or cut by a crash
-NUL_HEAD_LIMIT = 64 << 20  # how far into a plain file a leading hole is skipped to sniff the text after it
 
 
 STRAY_NULS = 4  # NUL bytes outside runs that text may hold (torn writes), whatever its length
@@ -581,40 +576,38 @@ def is_binary(head: bytes) -> bool:
     return control > len(body) // 5
 
 
-def _past_nul_head(stream: io.BufferedReader) -> tuple[bytes, int]:
-    """The head to sniff of a stream read once (a member, standard input, a decompressed
-    file) that begins with a hole of NUL bytes, and how many NUL bytes were read past to
-    reach it (up to NUL_HEAD_LIMIT): they hold no text, so a stream read once loses none."""
-    skipped = 0
+def _past_hole(stream: io.BufferedReader, item: Input) -> io.BufferedReader:
+    """`stream` read past the NUL bytes it begins with, counted in `item.hole`. A hole is as
+    long as the file was when logrotate's copytruncate emptied it (gigabytes: a writer
+    without O_APPEND goes on where it was), so it is read past however long; it holds no
+    text, and the first line's envelope and time then stand where they are looked for."""
+    hole = 0
     head = stream.peek(SNIFF)[:SNIFF]
-    while head and not head.strip(b"\0") and skipped < NUL_HEAD_LIMIT:
-        skipped += len(stream.read(len(head)))
+    while head[:1] == b"\0":
+        hole += len(stream.read(len(head) - len(head.lstrip(b"\0"))))
         head = stream.peek(SNIFF)[:SNIFF]
-    return head or bytes(min(skipped, SNIFF)), skipped  # nothing but NUL bytes: judged as they are
+    item.hole = hole
+    if hole and 0 < len(head) < SNIFF:  # the text's head is the rest of a read (a pipe's): a whole one to judge by
+        head = stream.read(SNIFF)
+        return io.BufferedReader(Prefixed(head, stream))
+    return stream
 
 
-def _tell_hole(item: Input, skipped: int, head: bytes) -> None:
-    """Say that a hole at the start of a stream was read past to the text after it."""
-    if skipped and head.strip(b"\0"):
-        item.problems.append(f"begins with {skipped} NUL bytes (a hole, as logrotate's copytruncate leaves): read past, the text after them read")
+def _head(stream: io.BufferedReader, item: Input) -> bytes:
+    """The head of a stream to judge text or binary by: a stream of nothing but NUL bytes is
+    judged as those bytes."""
+    return stream.peek(SNIFF)[:SNIFF] or bytes(min(item.hole, SNIFF))
 
 
-def _past_hole(fh: BinaryIO, head: bytes) -> bytes:
-    """The head to sniff of a plain file that begins with a hole of NUL bytes: the bytes
-    after the hole, looked for up to NUL_HEAD_LIMIT into the file."""
-    if head.strip(b"\0"):
-        return head
-    at = 0
-    while at < NUL_HEAD_LIMIT:
-        chunk = fh.read(1 << 20)
-        if not chunk:
-            return head
-        text = chunk.lstrip(b"\0")
-        if text:
-            fh.seek(at + len(chunk) - len(text))
-            return fh.read(SNIFF)
-        at += len(chunk)
-    return head
+def hole_problem(skipped: int) -> str:
+    """What a hole at the start of a file is told as: it holds no text, and is not lost."""
+    return f"begins with {skipped} NUL bytes (a hole, as logrotate's copytruncate leaves): read past, the text after them read"
+
+
+def _tell_hole(item: Input, hole: int) -> None:
+    """Say that a hole at the start of a text was read past."""
+    if hole:
+        item.problems.append(hole_problem(hole))
 
 
 def text_size(path: str) -> int:
@@ -646,13 +639,13 @@ def text_stream(raw: BinaryIO, item: Input) -> io.BufferedReader:
     magic = buffered.peek(4)[:4]
     if magic.startswith(GZIP_MAGIC):
         counted = Counting(buffered)
-        return io.BufferedReader(Limited(Gunzip(counted), item, "gzip", counted, INFLATE_STEP))
+        return _past_hole(io.BufferedReader(Limited(Gunzip(counted), item, "gzip", counted, INFLATE_STEP)), item)
     if magic.startswith(ZSTD_MAGIC):
         counted = ZstdFrames(buffered)
         # zstandard's stub asks for IO[bytes]: the reader calls only read()
         reader = zstandard.ZstdDecompressor().stream_reader(counted, read_across_frames=True)  # type: ignore[arg-type]
-        return io.BufferedReader(Limited(reader, item, "zstd", counted))
-    return buffered
+        return _past_hole(io.BufferedReader(Limited(reader, item, "zstd", counted)), item)
+    return _past_hole(buffered, item)
 
 
 class _Closable(Protocol):
@@ -683,6 +676,21 @@ class Wrapping(io.RawIOBase):
         if not self.closed:
             self.inner.close()
         super().close()
+
+
+class Prefixed(Wrapping):
+    """Bytes already read from a stream, then the rest of it."""
+
+    inner: _Reads
+
+    def __init__(self, prefix: bytes, inner: _Reads) -> None:
+        self.prefix, self.inner = prefix, inner
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self.prefix[: len(buffer)] or self.inner.read(len(buffer))
+        self.prefix = self.prefix[len(data) :]
+        buffer[: len(data)] = data
+        return len(data)
 
 
 class Counting(Wrapping):
@@ -767,38 +775,109 @@ class ZstdFrames(Counting):
             self.need, self.state = 4, "magic"
 
 
+class Damaged(ValueError):
+    """A gzip member whose check (CRC-32 or length) fails. Its text was handed out as it was
+    decoded, and the next member is read on: the reader says so and goes on."""
+
+
+MAX_GZIP_HEADER = 1 << 20  # a member's header holds a file name and a comment: longer is not gzip
+
+
+def gzip_header(data: bytes) -> int | None:
+    """The length of the gzip member header `data` begins with (RFC 1952 2.3); None while
+    `data` holds only part of it."""
+    if len(data) < 10:
+        return None
+    if data[:2] != GZIP_MAGIC or data[2] != 8:
+        raise OSError(f"not a gzip member: it begins {data[:4]!r}")
+    flags, at = data[3], 10
+    if flags & 4:  # FEXTRA: its length, then itself
+        if len(data) < at + 2:
+            return None
+        at += 2 + int.from_bytes(data[at : at + 2], "little")
+    for bit in (8, 16):  # FNAME, FCOMMENT: ended by a zero byte
+        if flags & bit:
+            end = data.find(b"\0", at)
+            if end < 0:
+                return None
+            at = end + 1
+    at += 2 if flags & 2 else 0  # FHCRC
+    return at if len(data) >= at else None
+
+
 class Gunzip(Wrapping):
     """The gzip members of a stream one after another (as `cat a.gz b.gz` makes them).
 
-    A decompressobj, unlike GzipFile, hands out everything it decoded before a cut; each
-    member's CRC and length are still checked. Zero padding after a member ends the stream,
-    as gzip allows; any other bytes there must start a new member."""
+    Each member's header is read here and its deflate data inflated raw; its CRC-32 and
+    length are checked here once its text has been handed out. (zlib's gzip mode checks them
+    inside the call that decodes the member's end, and a bad check loses that call's text.)
+    Zero padding after a member ends the stream, as gzip allows; any other bytes there must
+    start a new member."""
 
     inner: _Reads
 
     def __init__(self, inner: _Reads) -> None:
         self.inner = inner
-        self.member = inflate.decompressobj(31)
-        self.pending = b""  # compressed bytes read but not yet given to the decoder
+        self.member: Any = None  # the decoder of the member being read (zlib's or ISA-L's); None between members
+        self.ended = False  # a member ended whose trailer is not checked yet
+        self.pending = b""  # compressed bytes read but not yet given to a decoder
+        self.crc = self.size = 0  # of the member's text so far
 
     def read1(self, size: int = -1) -> bytes:
         size = size if size > 0 else INFLATE_STEP
         while True:
-            if self.member.eof:
-                rest = (self.member.unused_data or self.inner.read(STEP)).lstrip(b"\0")
-                while not rest:
-                    more = self.inner.read(STEP)
-                    if not more:
-                        return b""
-                    rest = more.lstrip(b"\0")
-                self.member, self.pending = inflate.decompressobj(31), rest
+            if self.member is None:
+                if self.ended:
+                    self._check()
+                if not self._start():
+                    return b""
             data = self.member.unconsumed_tail or self.pending or self.inner.read(STEP)  # small: bombs show early
             self.pending = b""
-            if not data:
+            out = self.member.decompress(data, size)  # with no data left: the text it still holds
+            if not data and not out:
                 raise EOFError("Compressed file ended before the end-of-stream marker was reached")
-            out = self.member.decompress(data, size)
+            if self.member.eof:
+                self.pending, self.member, self.ended = self.member.unused_data, None, True
             if out:
+                self.crc, self.size = inflate.crc32(out, self.crc), self.size + len(out)
                 return out
+
+    def _more(self, wanted: int) -> bool:
+        """Read until `wanted` bytes are pending; False if the stream ends first."""
+        while len(self.pending) < wanted:
+            more = self.inner.read(STEP)
+            if not more:
+                return False
+            self.pending += more
+        return True
+
+    def _check(self) -> None:
+        """The trailer of the member that ended: its text's CRC-32 and length (mod 2**32)."""
+        crc, size = self.crc, self.size & 0xFFFFFFFF
+        self.ended, self.crc, self.size = False, 0, 0
+        if not self._more(8):
+            raise EOFError("Compressed file ended inside a member's trailer (CRC and length)")
+        trailer, self.pending = self.pending[:8], self.pending[8:]
+        if int.from_bytes(trailer[:4], "little") != crc:
+            raise Damaged(f"a member's CRC-32 does not match its text ({int.from_bytes(trailer[:4], 'little'):#010x} != {crc:#010x})")
+        if int.from_bytes(trailer[4:], "little") != size:
+            raise Damaged(f"a member's length does not match its text ({int.from_bytes(trailer[4:], 'little')} != {size} bytes)")
+
+    def _start(self) -> bool:
+        """Read past zero padding and the next member's header; False at the stream's end."""
+        self.pending = self.pending.lstrip(b"\0")
+        while not self.pending:
+            more = self.inner.read(STEP)
+            if not more:
+                return False
+            self.pending = more.lstrip(b"\0")
+        while (length := gzip_header(self.pending)) is None:
+            if len(self.pending) > MAX_GZIP_HEADER:
+                raise OSError(f"not a gzip member: no end of its header in {MAX_GZIP_HEADER} bytes")
+            if not self._more(len(self.pending) + 1):
+                raise EOFError("Compressed file ended inside a member's header")
+        self.pending, self.member = self.pending[length:], inflate.decompressobj(-15)
+        return True
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         data = self.read1(len(buffer))
@@ -824,6 +903,9 @@ class Limited(Wrapping):
         while filled < len(buffer) and not self.stopped:
             try:
                 data = self.inner.read1(min(self.step, len(buffer) - filled))
+            except Damaged as err:  # its text was read: say so, and read on
+                self.item.problems.append(f"{self.codec} data damaged before byte {self.total}: {err}; the text was read, and what follows")
+                continue
             except DECODE_ERRORS as err:
                 self._stop(f"{self.codec} data cut or damaged after {self.total} bytes: {error_line(err, named=False)}")
                 break

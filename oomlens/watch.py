@@ -33,7 +33,7 @@ from .events import Clue, Event, Source, fold
 from .outputs.json import incident as contract_incident
 from .reduce import READINGS
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
-from .sources import ARCHIVE_NAMES, SNIFF, error_line, files_under, is_binary, node_in, role_of, shown
+from .sources import ARCHIVE_NAMES, SNIFF, error_line, files_under, hole_problem, is_binary, node_in, role_of, shown
 
 MAX_EVENTS = 500  # failures in the window
 MAX_SAMPLES = 500  # memory samples (gpu_memory) in the window: enough for a trend
@@ -66,6 +66,8 @@ class Followed:
     accept_line: int = 1  # reports starting at or after this line are taken from the next scan
     open_keys: list[Key] = field(default_factory=list)  # reports the next scan replaces
     binary: bool = False
+    sniffed: bool = False  # its text's head was judged text (past any hole it begins with)
+    hole: int = 0  # NUL bytes it begins with
 
 
 @dataclass
@@ -159,9 +161,17 @@ class Watcher:
         start = f.offset - f.context  # where the new bytes begin in `data`
         if len(data) <= start:
             return False
-        if f.offset == 0 and is_binary(data[:SNIFF]):
-            f.binary = True
-            return False
+        if not f.sniffed:
+            hole = len(data) - len(data.lstrip(b"\0"))
+            if hole:  # a hole the file begins with (logrotate's copytruncate): read past, to the text
+                f.hole, f.context, f.offset = f.hole + hole, f.offset + hole, f.offset + hole
+                return True
+            if is_binary(data[:SNIFF]):
+                f.binary = True
+                return False
+            f.sniffed = True
+            if f.hole:
+                self.problems.append(f"{shown(f.path)}: {hole_problem(f.hole)}")
         cut = data.rfind(b"\n", start) + 1
         if cut == 0:  # no line finished yet: wait for it, unless it never will or is too long to wait
             if not final and len(data) - start < READ:

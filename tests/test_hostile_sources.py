@@ -74,12 +74,72 @@ def test_a_nul_head_before_text_is_read_past_in_streams_read_once(tmp_path):
     (tmp_path / "logs.tar").write_bytes(tar_of({"logs/raylet.out": text}))
     told = "begins with 65536 NUL bytes (a hole, as logrotate's copytruncate leaves): read past, the text after them read"
     doc, _ = parse(str(tmp_path / "raylet.1.out.gz"))
-    assert problems(doc) == {str(tmp_path / "raylet.1.out.gz"): []} and doc["events"]
+    assert problems(doc) == {str(tmp_path / "raylet.1.out.gz"): [told]} and doc["events"]
     doc, err = parse(str(tmp_path / "logs.tar"))
     assert problems(doc) == {f"{tmp_path / 'logs.tar'}:logs/raylet.out": [told]} and doc["events"]
     doc, err = parse("-", stdin=text)
     assert problems(doc) == {"-": [told]} and doc["events"]
     assert err == [f"oomlens: -: {told}"]
+
+
+def test_a_hole_in_a_plain_file_is_told_however_long_and_its_text_read(tmp_path):
+    """A writer without O_APPEND goes on at its old offset after copytruncate: the hole is as
+    long as the file was (here 100 MB, sparse). Its text is read, and its bytes counted."""
+    log = tmp_path / "raylet.out"
+    with open(log, "wb") as fh:
+        fh.truncate(100_000_000)
+        fh.seek(100_000_000)
+        fh.write(LINE * 2)
+    doc, err = parse(str(log), "--jobs", "1")
+    told = "begins with 100000000 NUL bytes (a hole, as logrotate's copytruncate leaves): read past, the text after them read"
+    [item] = doc["inputs"]
+    assert item["bytes"] == 100_000_000 + 2 * len(LINE) and item["lines"] == 2
+    assert item["problems"][0] == told and f"oomlens: {log}: {told}" in err
+    assert [e["kind"] for e in doc["events"]] == ["ray_oom_summary"]
+
+
+def test_watch_reads_past_a_hole_and_tells_it(tmp_path):
+    (tmp_path / "raylet.out").write_bytes(bytes(65536) + LINE)
+    watcher = Watcher(str(tmp_path))
+    assert watcher.poll(final=True)  # not binary: its kill summary is an incident
+    assert watcher.problems == [
+        f"{tmp_path / 'raylet.out'}: begins with 65536 NUL bytes (a hole, as logrotate's copytruncate leaves): read past, the text after them read"
+    ]
+
+
+def test_a_gzip_member_with_a_bad_check_keeps_all_its_text_and_what_follows(tmp_path):
+    """A damaged CRC or length is found after the member's text was handed out: every line
+    of it is read, the members after it too, and the damage is told."""
+    first = gzip.compress(_stamped(200))
+    second = gzip.compress(_stamped(5, 300))
+    for at, what in ((-8, "CRC-32"), (-4, "length")):
+        bad = bytearray(first)
+        bad[at] ^= 0x5A
+        (tmp_path / "raylet.1.out.gz").write_bytes(bytes(bad) + second)
+        doc, err = parse(str(tmp_path / "raylet.1.out.gz"))
+        [item] = doc["inputs"]
+        assert len(doc["events"]) == 205 and item["bytes"] == len(_stamped(200)) + len(_stamped(5, 300))
+        [problem] = item["problems"]
+        assert problem.startswith(f"gzip data damaged before byte {len(_stamped(200))}: a member's {what} does not match its text")
+        assert err == [f"oomlens: {tmp_path / 'raylet.1.out.gz'}: {problem}"]
+
+
+def test_gzip_headers_with_a_name_extra_field_and_comment_are_read(tmp_path):
+    """gzip(1) writes the file's name in the header (FNAME); RFC 1952 also allows FEXTRA,
+    FCOMMENT and FHCRC: each is read past to the deflate data."""
+    import struct
+    import zlib
+
+    text = _stamped(30)
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    body = packer.compress(text) + packer.flush()
+    header = b"\x1f\x8b\x08" + bytes([2 | 4 | 8 | 16]) + bytes(6) + struct.pack("<H", 4) + b"AB\x00\x00" + b"raylet.out\x00" + b"rotated\x00"
+    header += struct.pack("<H", zlib.crc32(header) & 0xFFFF)
+    (tmp_path / "raylet.2.out.gz").write_bytes(header + body + struct.pack("<II", zlib.crc32(text), len(text)))
+    run = subprocess.run(["gzip", "-t", str(tmp_path / "raylet.2.out.gz")], capture_output=True)
+    assert run.returncode == 0, run.stderr  # a valid member, as gzip(1) judges
+    doc, err = parse(str(tmp_path / "raylet.2.out.gz"))
+    assert (len(doc["events"]), err) == (30, [])
 
 
 def test_nothing_but_nul_bytes_is_still_not_read_as_text(tmp_path):
