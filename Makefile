@@ -39,8 +39,9 @@ browser:
 fuzz: $(STAMP)
 	FUZZ_MINUTES=$${FUZZ_MINUTES:-10} $(BIN)/python tests/fuzzing.py
 
+# the 1 GB tree against ripgrep and lnav, then 1 MB of each kind of hostile input
 bench: $(STAMP)
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py; tree=$$?; $(BIN)/python bench/hostile.py && exit $$tree
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from .envelopes import Line, added_heads, peel, starts_record
-from .grammars import CUT_NUMBER, Begin, Family
+from .grammars import Begin, Family, cut_number
 from .layout import WRAP_MIN
 from .shapes import MAX_SHAPES, TO_ZERO
 
@@ -122,7 +122,7 @@ class Blocks:
                 break
             cursor, cur_line = after, cur_line + n_phys
         if self.cut_end and end >= self.end:  # a number where the input was cut may have gone on
-            texts[-1] = CUT_NUMBER.sub("", texts[-1])
+            texts[-1] = texts[-1][: cut_number(texts[-1])]
         drafts, _complete = fam.parse(normalise("\n".join(texts)))
         tries = 0
         while not drafts and not reached and tries < GLUED_TRIES:
@@ -137,7 +137,7 @@ class Blocks:
                 return None
             texts[0] = head.text[m.start() :]
             if len(texts) == 1 and self.cut_end and end >= self.end:
-                texts[0] = CUT_NUMBER.sub("", texts[0])
+                texts[0] = texts[0][: cut_number(texts[0])]
             drafts, _complete = fam.parse(normalise("\n".join(texts)))
         if not drafts:
             return None

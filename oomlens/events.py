@@ -7,6 +7,7 @@ the driver console, events/*.log) is folded into one event with several sources.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import re
@@ -333,20 +334,64 @@ def _nearest(event: Event, full: list[Event]) -> Event | None:
 def _fold_identical(events: list[Event], kinds: Kinds, folded: set[str]) -> list[Event]:
     kept: list[Event] = []
     index: dict[tuple, _Homes] = {}
+    places: dict[int, _Places] = {}  # id of each home that took in a report -> where it was reported
     for event in events:
         if event.kind not in folded:  # a memory sample: tens of thousands of them, none folded
             kept.append(event)
             continue
         kind = kinds[event.kind]
-        home = next((o for key in _identities(event, kind) if key in index for o in index[key].near(event) if _close_in_time(event, o)), None)
+        home = next((o for key in _identities(event, kind) if key in index for o in index[key].near(event) if _close_in_time(event, o, places)), None)
         if home is None:
             kept.append(event)
             home = event
         else:
-            _absorb(home, event)
+            _absorb(home, event, _places(home, places))
         for key in _identities(home, kind):  # a report that joined may have brought another identity, or another time
             index.setdefault(key, _Homes()).add(home)
     return kept
+
+
+class _Places:
+    """Where a home was reported: its lines in each file, sorted, and its sources as a set. A
+    home may take in thousands of reports (a stamp-less log that prints one failure on every
+    line): each new one is compared and added in log time, not in the number before it."""
+
+    __slots__ = ("lines", "seen")
+
+    def __init__(self, home: Event) -> None:
+        self.lines: dict[str, list[int]] = {}
+        self.seen: set[tuple[str, int, int]] = set()
+        for source in home.sources:
+            self.add(source)
+
+    def add(self, source: Source) -> bool:
+        """Add a place; False when the home was reported there already."""
+        key = (source.path, source.line, source.end_line)
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        bisect.insort(self.lines.setdefault(source.path, []), source.line)
+        return True
+
+    def apart(self, event: Event) -> int | None:
+        """The fewest lines between a report of `event` and one of the home in the same file;
+        None when they share no file."""
+        best: int | None = None
+        for source in event.sources:
+            lines = self.lines.get(source.path)
+            if not lines:
+                continue
+            at = bisect.bisect_left(lines, source.line)
+            for near in lines[max(0, at - 1) : at + 1]:
+                best = abs(near - source.line) if best is None else min(best, abs(near - source.line))
+        return best
+
+
+def _places(home: Event, places: dict[int, _Places]) -> _Places:
+    found = places.get(id(home))
+    if found is None:
+        found = places[id(home)] = _Places(home)
+    return found
 
 
 class _Homes:
@@ -355,10 +400,11 @@ class _Homes:
     (a run that repeats one failure every few minutes has thousands of them), and with
     those whose time says too little to place them (no stamp on either side)."""
 
-    __slots__ = ("loose", "order", "slots")
+    __slots__ = ("filled", "loose", "order", "slots")
 
     def __init__(self) -> None:
         self.slots: dict[tuple[bool, int], list[Event]] = {}  # (zoned, FOLD_WINDOW_S slot) -> homes
+        self.filled: dict[bool, list[int]] = {False: [], True: []}  # the slots that hold homes, sorted, zoned or not
         self.loose: list[Event] = []
         self.order: dict[int, int] = {}  # id of each home -> when it was first added
 
@@ -372,7 +418,10 @@ class _Homes:
                 self.loose.append(event)
             return
         for slot in range(int(lo // FOLD_WINDOW_S), int(hi // FOLD_WINDOW_S) + 1):
-            homes = self.slots.setdefault((zoned, slot), [])
+            homes = self.slots.get((zoned, slot))
+            if homes is None:
+                homes = self.slots[(zoned, slot)] = []
+                bisect.insort(self.filled[zoned], slot)
             if not any(other is event for other in homes):
                 homes.append(event)
 
@@ -390,8 +439,9 @@ class _Homes:
                 # a home that printed its zone where this one printed local time (or the
                 # other way round) may lie any whole-quarter-hour offset away
                 reach = int(max(-ZONES_S[0], ZONES_S[1]) // FOLD_WINDOW_S) + 1
-                for slot in range(first - reach, last + reach + 1):
-                    found.extend(self.slots.get((not zoned, slot), ()))
+                other = self.filled[not zoned]  # those of them that hold homes: most runs print one kind of time
+                for slot in other[bisect.bisect_left(other, first - reach) : bisect.bisect_right(other, last + reach)]:
+                    found.extend(self.slots[(not zoned, slot)])
         unique = {id(home): home for home in found}
         return sorted(unique.values(), key=lambda home: self.order[id(home)])
 
@@ -445,15 +495,15 @@ ZONE_STEP_S = 15 * 60  # UTC offsets are whole quarter hours,
 ZONES_S = (-12 * 3600, 14 * 3600)  # from UTC-12 to UTC+14
 
 
-def _close_in_time(a: Event, b: Event) -> bool:
-    """Could two reports be of one occurrence? Not when one file reports both far apart (a
-    process that fails again and again, each time in a traceback of its own); else when
-    their times may lie within FOLD_WINDOW_S. An inferred time is an interval: the line came
-    after the stamped line it borrowed its time from and before the next stamped line."""
-    apart = [abs(x.line - y.line) for x in a.sources for y in b.sources if x.path == y.path]
-    if apart and min(apart) > FOLD_LINES:
+def _close_in_time(event: Event, home: Event, places: dict[int, _Places]) -> bool:
+    """Could a report be of the occurrence `home` stands for? Not when one file reports both
+    far apart (a process that fails again and again, each time in a traceback of its own);
+    else when their times may lie within FOLD_WINDOW_S. An inferred time is an interval: the
+    line came after the stamped line it borrowed its time from and before the next one."""
+    apart = _places(home, places).apart(event)
+    if apart is not None and apart > FOLD_LINES:
         return False
-    gap = _gap(a, b)
+    gap = _gap(event, home)
     return gap is not None and gap <= FOLD_WINDOW_S
 
 
@@ -497,7 +547,7 @@ def _time_rank(event: Event) -> tuple[bool, bool, bool, int]:
     return (event.time is not None, not event.time_inferred, not _zoned(time), len(time))
 
 
-def _absorb(kept: Event, new: Event) -> None:
+def _absorb(kept: Event, new: Event, places: _Places | None = None) -> None:
     """Keep the fullest report as the event; every other report adds its source and facts,
     and its own time: reports stamped by two clocks tell how far apart they run (clock.py)."""
     if not kept.copies and kept.time and not kept.time_inferred:
@@ -516,5 +566,5 @@ def _absorb(kept: Event, new: Event) -> None:
     if _time_rank(new) > _time_rank(kept):
         kept.time, kept.time_inferred, kept.time_latest, kept.stamp_nodes = new.time, new.time_inferred, new.time_latest, new.stamp_nodes
     for src in new.sources:
-        if src not in kept.sources:
+        if places.add(src) if places is not None else src not in kept.sources:
             kept.sources.append(src)

@@ -27,7 +27,7 @@ def _repeats(count: int, minutes: int) -> str:
 def test_the_same_failure_every_ten_minutes_is_that_many_events_found_in_linear_work(tmp_path, monkeypatch, count):
     compared = []
     original = events_module._close_in_time
-    monkeypatch.setattr(events_module, "_close_in_time", lambda a, b: compared.append(1) or original(a, b))
+    monkeypatch.setattr(events_module, "_close_in_time", lambda *args: compared.append(1) or original(*args))
     log = tmp_path / "trainer.log"
     log.write_text(_repeats(count, 10), encoding="utf-8")
     found = analyze(str(log), jobs=1)
@@ -47,6 +47,46 @@ def test_a_file_without_times_that_fails_again_and_again_keeps_each_failure(tmp_
 
 
 FILLER = events_module.FOLD_LINES + 10
+
+
+def test_one_failure_on_every_line_of_a_stamp_less_log_is_one_event_of_every_line(tmp_path, monkeypatch):
+    """Each report lies one line from the last: together one occurrence, its sources every
+    line. The home that takes in each is compared by its places (bisected), not by every
+    source it took in before: the square of 5,000 sources was half a minute."""
+    measured = []
+    original = events_module._Places.apart
+    monkeypatch.setattr(events_module._Places, "apart", lambda self, event: measured.append(sum(map(len, self.lines.values()))) or original(self, event))
+    log = tmp_path / "worker-0123456789abcdef0123456789abcdef0123456789abcdef01234567-ffffffff-4242.err"
+    log.write_text(f"{OOM}\n" * 3000, encoding="utf-8")
+    [oom] = [e for e in analyze(str(log), jobs=1).events if e.kind == "cuda_oom"]
+    assert [s.line for s in oom.sources] == list(range(1, 3001))
+    assert len(measured) == 2999 and measured[-1] == 2999  # each later report met the one home, which held every earlier line
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_places_of_a_home_tell_the_fewest_lines_apart_as_comparing_every_pair_does(seed):
+    import random
+
+    from oomlens.events import Event, Source
+
+    rng = random.Random(seed)
+    paths = ["a.log", "b.log", "c.log"]
+
+    def sources(count: int) -> list[Source]:
+        lines = [rng.randrange(1, 5000) for _ in range(count)]
+        return [Source(rng.choice(paths), line, line + rng.randrange(3)) for line in lines]
+
+    home = Event("cuda_oom", Source("a.log", 1, 1), "")
+    home.sources = sources(rng.randrange(1, 60))
+    places = events_module._Places(home)
+    for _ in range(50):
+        event = Event("cuda_oom", Source("a.log", 1, 1), "")
+        event.sources = sources(rng.randrange(1, 4))
+        pairs = [abs(x.line - y.line) for x in event.sources for y in home.sources if x.path == y.path]
+        assert places.apart(event) == (min(pairs) if pairs else None)
+        for source in event.sources:  # a home takes in reports as it goes
+            if places.add(source):
+                home.sources.append(source)
 
 
 def test_one_failure_told_twice_close_together_in_one_file_is_one_event(tmp_path):
