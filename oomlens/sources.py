@@ -173,13 +173,22 @@ def discover(paths: list[str], session: str | None = None) -> Iterator[Input]:
     or a session folder's name. Then only that session's files are read, and the files
     named outside any session: a path that gives none says so.
 
-    Inputs stream: read each one before asking for the next (archive members and
-    standard input cannot be read later)."""
+    A URL (s3://, gs://, any fsspec URL) is read by urls.py, as a folder or file would be.
+
+    Inputs stream: read each one before asking for the next (archive members, standard
+    input and objects at URLs cannot be read later)."""
+    from . import urls  # it imports this module
+
     pick = None if session is None else Pick(newest(sessions_under(paths)) if session == "latest" else session)
     seen: dict[tuple[int, int], str] = {}
     for path in paths:
         told = False
-        found = _stream("-", lambda: sys.stdin.buffer, pick) if path == "-" else _walk(path, seen, True, session_of(path), pick)
+        if path == "-":
+            found = _stream("-", lambda: sys.stdin.buffer, pick)
+        elif urls.is_url(path):
+            found = urls.discover(path, pick)
+        else:
+            found = _walk(path, seen, True, session_of(path), pick)
         for item in found:
             told = True
             yield item
@@ -211,7 +220,8 @@ def newest(sessions: set[str]) -> str | None:
 
 def sessions_under(paths: list[str]) -> set[str]:
     """The Ray sessions at or under `paths`: the session a path lies in, the session_*
-    folders below it (not entered), and the sessions the members of tar archives lie in."""
+    folders below it (not entered), and the sessions the members of tar archives lie in
+    (at a URL: urls.sessions_under)."""
     found: set[str] = set()
 
     def below(folder: str, names: list[str]) -> Iterator[str]:
@@ -222,7 +232,12 @@ def sessions_under(paths: list[str]) -> set[str]:
             elif name != LATEST:
                 yield os.path.join(folder, name)
 
+    from . import urls  # it imports this module
+
     for path in paths:
+        if urls.is_url(path):
+            found.update(urls.sessions_under(path))
+            continue
         at = session_of(path) if path != "-" else None
         if at is not None:
             found.add(at)
@@ -233,12 +248,12 @@ def sessions_under(paths: list[str]) -> set[str]:
     return found
 
 
-def _archive_sessions(path: str) -> set[str]:
+def _archive_sessions(path: str, opener: Callable[[], BinaryIO] | None = None) -> set[str]:
     """The sessions the members of a tar archive lie in, by their names (the archive is read
-    through once for them)."""
+    through once for them). `opener` opens it (urls.py: an object); default the file `path`."""
     found: set[str] = set()
     try:
-        with open(path, "rb") as raw, tarfile.open(fileobj=text_stream(raw, Input(path)), mode="r|") as tar:
+        with (opener or (lambda: open(path, "rb")))() as raw, tarfile.open(fileobj=text_stream(raw, Input(path)), mode="r|") as tar:
             for member in tar:
                 found.update(part for part in member.name.split("/") if SESSION.match(part))
     except DECODE_ERRORS:  # told when the archive is read
@@ -333,15 +348,16 @@ def _folder(path: str, seen: dict[tuple[int, int], str], named: bool, at: str | 
             yield item
 
 
-def _kept(path: str, names: list[str]) -> list[str]:
+def _kept(path: str, names: list[str], isdir: Callable[[str], bool] = os.path.isdir) -> list[str]:
     """A folder's entries that may hold logs, in the order they are read: in a Ray session
     folder (one holding logs/) the other subfolders hold none; beside session_* folders
-    (/tmp/ray) a file is read when its name says it is a log (a README or notes are not)."""
+    (/tmp/ray) a file is read when its name says it is a log (a README or notes are not).
+    `isdir` tells a folder (urls.py walks object stores by the same rules)."""
     names = sorted(names)
     if "logs" in names:
         return [n for n in names if n not in SESSION_SKIP]
     if any(SESSION.match(n) for n in names):
-        return [n for n in names if SESSION.match(n) or _log_named(n) or os.path.isdir(os.path.join(path, n))]
+        return [n for n in names if SESSION.match(n) or _log_named(n) or isdir(os.path.join(path, n))]
     return names
 
 
@@ -351,12 +367,13 @@ def _log_named(name: str) -> bool:
     return role_of(name)[0] != "other" or LOG_NAME.search(name) is not None or name.lower().endswith(ARCHIVE_NAMES)
 
 
-def _made_by_ray(path: str) -> bool:
-    """An empty folder Ray itself makes in every session's logs/ (RAY_FOLDERS): no problem."""
+def _made_by_ray(path: str, listdir: Callable[[str], list[str]] = os.listdir) -> bool:
+    """An empty folder Ray itself makes in every session's logs/ (RAY_FOLDERS): no problem.
+    `listdir` lists a folder (urls.py: an object store's listing)."""
     if os.path.basename(path) not in RAY_FOLDERS:
         return False
     try:
-        return any(role_of(name)[0] in RAY_LOG_ROLES for name in os.listdir(os.path.dirname(path)))
+        return any(role_of(name)[0] in RAY_LOG_ROLES for name in listdir(os.path.dirname(path)))
     except OSError:
         return False
 
@@ -450,11 +467,13 @@ def reopen(item: Input) -> Input:
     return again
 
 
-def _stream(name: str, opener: Callable[[], BinaryIO], pick: Pick | None = None) -> Iterator[Input]:
+def _stream(name: str, opener: Callable[[], BinaryIO], pick: Pick | None = None, item: Input | None = None) -> Iterator[Input]:
     """Standard input or a named pipe: sniffed once, since it cannot be read twice. Text is
-    read whatever session is picked (it was named); a tar's members are picked from."""
-    role, pid = ("driver", None) if name == "-" else role_of(name)
-    item = Input(name, role, pid)
+    read whatever session is picked (it was named); a tar's members are picked from.
+    `item`: what is known of the stream before it is read (urls.py: an object's)."""
+    if item is None:
+        role, pid = ("driver", None) if name == "-" else role_of(name)
+        item = Input(name, role, pid)
     try:
         stream = text_stream(opener(), item)
         head = _head(stream, item)
