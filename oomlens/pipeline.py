@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import gc
 import io
 import itertools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -77,6 +78,8 @@ def analyze(
     budget: int | None = BUCKETS,
     registry: Registry | None = None,
     session: str | None = None,
+    cluster: str | None = None,
+    node_timeout: float | None = None,
 ) -> Diagnosis:
     """Read every input under `paths` and diagnose what they show.
 
@@ -86,68 +89,110 @@ def analyze(
     buckets (reduce.py); None keeps every one. `registry`: the families read and what their
     kinds mean (registry.py; default: the shipped ones). `session`: read only one Ray
     session, "latest" or a session folder's name (sources.discover); each session read is
-    correlated on its own."""
+    correlated on its own.
+
+    `cluster`: also read every node of the live Ray cluster at that address, where its logs
+    lie (cluster.py; `jobs` is then the processes per node for the nodes' logs, one by
+    default, and `node_timeout` the seconds a node has to answer); `paths` are read here,
+    as without it."""
     registry = registry or Registry.shipped()
+    with collector.paused(), contextlib.closing(_inputs(list(paths), jobs, progress, budget, registry, session, cluster, node_timeout)) as found:
+        return conclude(found, budget, registry)  # the events come in by the ten thousand, and stay
+
+
+def _inputs(
+    paths: list[str],
+    jobs: int | None,
+    progress: Tick | None,
+    budget: int | None,
+    registry: Registry,
+    session: str | None,
+    cluster: str | None,
+    node_timeout: float | None,
+) -> Generator[Read]:
+    """The inputs of analyze: the cluster's nodes' first, when it names one, then those under `paths`."""
+    if cluster is not None:
+        from .cluster import read_cluster
+
+        yield from read_cluster(cluster, jobs, progress, budget, registry, session, node_timeout)
+    yield from read_all(paths, jobs, progress, budget, registry, session)
+
+
+Reduced = tuple[int, int]  # of one input's readings: how many were read, and the reduction's level
+Read = tuple[Input, list[Event | Clue], Reduced]  # one input, what was found in it, and its readings' reduction
+
+
+def read_all(paths: list[str], jobs: int | None, progress: Tick | None, budget: int | None, registry: Registry, session: str | None) -> Generator[Read]:
+    """Every input under `paths` with what it holds, in input order (see analyze): files
+    on disk are handed to a pool of `jobs` processes first, then each result is waited for
+    in turn. What was yielded is no longer held here."""
     fams, added = registry.families, registry.added
     jobs = jobs or os.cpu_count() or 1
     read: list[tuple[Input, Any]] = []
     waiting: list[int] = []  # files found but not yet handed to the pool (their place in `read`)
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_started) if jobs > 1 else None
-    with collector.paused():  # the events come in by the ten thousand, and stay
-        try:
-            for item in discover(list(paths), session):
-                if pool is not None and item.file is not None:
-                    waiting.append(len(read))
-                    read.append((item, None))
-                    continue
-                if pool is not None:  # keep the pool busy while this process reads a stream
-                    _hand_out(pool, read, waiting, progress, jobs, budget, added)
-                reduction = _reduction(budget)
-                read.append((item, _reduced(read_input(item, reduction, fams, progress), reduction)))
-                if progress:
-                    progress(item)
-            if pool is not None:
+    try:
+        for item in discover(paths, session):
+            if pool is not None and item.file is not None:
+                waiting.append(len(read))
+                read.append((item, None))
+                continue
+            if pool is not None:  # keep the pool busy while this process reads a stream
                 _hand_out(pool, read, waiting, progress, jobs, budget, added)
-            from .diagnosis import diagnose  # while the pool reads: the processes it forked need none of it
+            reduction = _reduction(budget)
+            read.append((item, _reduced(read_input(item, reduction, fams, progress), reduction)))
+            if progress:
+                progress(item)
+        if pool is not None:
+            _hand_out(pool, read, waiting, progress, jobs, budget, added)
+        for index, (item, found) in enumerate(read):
+            read[index] = (item, None)  # the future's result (rows) goes with it, once made into events
+            yield (item, *_collect(item, found))
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
 
-            kept = _reduction(budget)
-            results = []
-            for index, (item, found) in enumerate(read):  # each input's readings join the others' as it comes in
-                read[index] = (item, None)  # the future's result (rows) goes with it, once made into events
-                found, (seen, level) = _collect(item, found)
-                item.readings = seen
-                if kept is not None:
-                    kept.coarsen(level)
-                    reduce_found(found, index, kept)
-                results.append((item, found))
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)
+
+def conclude(read: Iterable[Read], budget: int | None, registry: Registry) -> Diagnosis:
+    """The diagnosis of inputs read (by read_all, or on a cluster's nodes): each input's
+    readings join the others' as it comes in, events are placed in their Ray session,
+    workers named, reports of one occurrence folded within each session, and the whole
+    diagnosed."""
+    kept = _reduction(budget)
+    results = []
+    for index, (item, found, (seen, level)) in enumerate(read):
+        item.readings = seen
         if kept is not None:
-            restore([found for _, found in results], kept)
-        events: list[Event] = []
-        clues: list[Clue] = []
-        sessions = sorted({item.session for item, _ in results if item.session is not None})
-        by_session: dict[str | None, list[Event]] = {name: [] for name in [*sessions, None]}
-        for item, found in results:
-            item.readings_kept = sum(1 for x in found if x.kind in READINGS)
-            place = _placer(item, sessions)
-            for event in found:
-                if event.node is None:  # an archive member may learn its node after it was read
-                    event.node = item.node
-                if isinstance(event, Clue):
-                    clues.append(event)
-                else:
-                    events.append(event)
-                    by_session[place(event)].append(event)
-        name_workers(events, [item.path for item, _ in results])
-        folded: list[Event] = []
-        of: list[str | None] = []
-        for name, found in by_session.items():  # reports of one occurrence are of one session
-            found = fold(found, registry.kinds)
-            folded += found
-            of += [name] * len(found)
-        return diagnose([item for item, _ in results], folded, clues, registry.kinds, of)
+            kept.coarsen(level)
+            reduce_found(found, index, kept)
+        results.append((item, found))
+    if kept is not None:
+        restore([found for _, found in results], kept)
+    events: list[Event] = []
+    clues: list[Clue] = []
+    sessions = sorted({item.session for item, _ in results if item.session is not None})
+    by_session: dict[str | None, list[Event]] = {name: [] for name in [*sessions, None]}
+    for item, found in results:
+        item.readings_kept = sum(1 for x in found if x.kind in READINGS)
+        place = _placer(item, sessions)
+        for event in found:
+            if event.node is None:  # an archive member may learn its node after it was read
+                event.node = item.node
+            if isinstance(event, Clue):
+                clues.append(event)
+            else:
+                events.append(event)
+                by_session[place(event)].append(event)
+    name_workers(events, [item.path for item, _ in results])
+    folded: list[Event] = []
+    of: list[str | None] = []
+    for name, of_session in by_session.items():  # reports of one occurrence are of one session
+        of_session = fold(of_session, registry.kinds)
+        folded += of_session
+        of += [name] * len(of_session)
+    from .diagnosis import diagnose
+
+    return diagnose([item for item, _ in results], folded, clues, registry.kinds, of)
 
 
 def _placer(item: Input, sessions: list[str]) -> Callable[[Event], str | None]:
@@ -290,12 +335,15 @@ def _read_range(
         own = _count_lines(fh, own_lo, own_hi)
         first, first_node = _first_time(fh, own_lo, own_hi, node is None) if own_lo else (None, None)
         fh.seek(lo)
-        for x in scanner.events(io.BufferedReader(_Slice(fh, hi - lo))):
+        part = _Slice(fh, hi - lo)
+        for x in scanner.events(io.BufferedReader(part)):
             x.source = Source(x.source.path, x.source.line + shift, x.source.end_line + shift)
             if isinstance(x, Event):
                 x.sources = [x.source]
             # numbered before it is taken: a reading that prints no time is placed by its line
             found.append(x if reduction is None else reduction.take(x, (0, len(found))))
+        if part.left:  # the file ended before the range: truncated since it was measured
+            scanner.problems.append(f"shrank while read (truncated, as logrotate's copytruncate does): bytes {hi - part.left}-{hi} were gone")
     kept = restored(found, reduction)
     opened = [i for i, x in enumerate(kept) if isinstance(x, Event) and is_open(x)]
     return to_rows(kept), own, (scanner.problems, scanner.counts()), (first, first_node), opened, ctx.year, _reduced(kept, reduction)[1]
@@ -368,9 +416,6 @@ def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None, bud
 
 def _reduction(budget: int | None) -> Reduction | None:
     return Reduction(budget) if budget is not None else None
-
-
-Reduced = tuple[int, int]  # of one input's readings: how many were read, and the reduction's level
 
 
 def _reduced(found: list[Event | Clue], reduction: Reduction | None) -> tuple[list[Event | Clue], Reduced]:
