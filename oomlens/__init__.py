@@ -35,7 +35,15 @@ _LAZY = {
 }
 
 
-def analyze(*paths: str, jobs: int | None = None, all_readings: bool = False, registry: Registry | None = None, session: str | None = None) -> Diagnosis:
+def analyze(
+    *paths: str,
+    jobs: int | None = None,
+    all_readings: bool = False,
+    registry: Registry | None = None,
+    session: str | None = None,
+    cluster: str | None = None,
+    node_timeout: float | None = None,
+) -> Diagnosis:
     """Read logs (Ray session folders, files, archives, '-' for stdin) and diagnose them.
 
     `jobs` is the number of processes reading files (default: one per core); the
@@ -44,11 +52,17 @@ def analyze(*paths: str, jobs: int | None = None, all_readings: bool = False, re
     `all_readings` keeps every one, and memory then grows with the run. `registry` reads
     families added to the shipped ones (CONTRIBUTING.md). Each Ray session (a /tmp/ray
     holds many) is correlated on its own; `session` reads one alone: "latest" (the
-    newest) or a session folder's name."""
+    newest) or a session folder's name.
+
+    `cluster` also reads every node of a live Ray cluster ("auto", "host:port", as
+    ray.init takes it) where its logs lie, one Ray task per node (`jobs` processes each,
+    default one; `node_timeout` seconds to answer, default 600); `paths` are read here.
+    It needs Ray (`pip install 'oomlens[ray]'`): without it, oomlens.cluster.NoRay (an
+    ImportError); a cluster that cannot be reached raises oomlens.cluster.ClusterError."""
     from .pipeline import analyze as run
     from .reduce import BUCKETS
 
-    return run(*paths, jobs=jobs, budget=None if all_readings else BUCKETS, registry=registry, session=session)
+    return run(*paths, jobs=jobs, budget=None if all_readings else BUCKETS, registry=registry, session=session, cluster=cluster, node_timeout=node_timeout)
 
 
 def parse_text(text: str, registry: Registry | None = None) -> list[Event]:

@@ -61,6 +61,22 @@ session_option = click.option(
     "Without it each session is correlated on its own.",
 )
 
+cluster_option = click.option(
+    "--cluster",
+    metavar="ADDRESS",
+    default=None,
+    help="also read every node of this live Ray cluster where its logs lie (auto, HOST:PORT or ray://..., as ray.init takes it): "
+    "one Ray task on each node reads that node's logs of the session the cluster runs (with --session: that session) and sends back only "
+    "what it found. PATHS are then optional and read here. --jobs is then the processes per node (default 1). Needs Ray: pip install 'oomlens[ray]'.",
+)
+node_timeout_option = click.option(
+    "--node-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="with --cluster: the seconds a node has to answer; one that has not is told as a problem, not waited for [default: 600]",
+)
+
 
 def _kinds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> frozenset[str]:
     """--kind: checked against the kinds table before anything is read (imported here, not
@@ -88,28 +104,45 @@ def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> date
     return moment
 
 
-def _diagnose(paths: tuple[str, ...], jobs: int | None, all_readings: bool = False, session: str | None = None) -> Diagnosis:
+def _diagnose(
+    paths: tuple[str, ...],
+    jobs: int | None,
+    all_readings: bool = False,
+    session: str | None = None,
+    cluster: str | None = None,
+    node_timeout: float | None = None,
+) -> Diagnosis:
     """Analyze with a progress line on a terminal; every input problem is told on stderr.
+    A cluster that cannot be read at all ends the command: exit 2 without Ray (a usage
+    error: what was asked cannot be done here), 1 when it cannot be reached (nothing read).
 
     The pipeline is imported here, not with the command line: `--help` needs only click."""
     from . import pipeline
+    from .cluster import ClusterError, NoRay
     from .reduce import BUCKETS
     from .sources import one_line
 
+    if not paths and cluster is None:
+        raise click.UsageError("give PATHS to read, or --cluster ADDRESS")
     try:
         progress = Progress()
-        diagnosis = pipeline.analyze(*paths, jobs=jobs, progress=progress, budget=None if all_readings else BUCKETS, session=session)
+        diagnosis = pipeline.analyze(
+            *paths, jobs=jobs, progress=progress, budget=None if all_readings else BUCKETS, session=session, cluster=cluster, node_timeout=node_timeout
+        )
         progress.done()
     except KeyboardInterrupt:
         click.echo("oomlens: interrupted", err=True)
         raise SystemExit(130) from None
+    except ClusterError as err:
+        click.echo(f"oomlens: {one_line(str(err))}", err=True)
+        raise SystemExit(2 if isinstance(err, NoRay) else 1) from None
     for problem in diagnosis.problems:  # one line each, whatever a file name or error holds
         click.echo(f"oomlens: {one_line(problem)}", err=True)
     return diagnosis
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1)
 @click.option(
     "--format",
     "fmt",
@@ -121,6 +154,8 @@ def _diagnose(paths: tuple[str, ...], jobs: int | None, all_readings: bool = Fal
 @jobs_option
 @readings_option
 @session_option
+@cluster_option
+@node_timeout_option
 @click.option("--fail-on", type=click.Choice(["incident"]), default=None, help="exit 3 when the logs show an incident (for scripts and CI).")
 @click.option("--readings", is_flag=True, help="list memory readings too, not only failures (one row per reading, however many files print it).")
 @click.option(
@@ -143,6 +178,8 @@ def parse(
     jobs: int | None,
     all_readings: bool,
     session: str | None,
+    cluster: str | None,
+    node_timeout: float | None,
     fail_on: str | None,
     readings: bool,
     kinds: frozenset[str],
@@ -155,8 +192,11 @@ def parse(
 
     Example: oomlens parse /tmp/ray/session_latest/logs driver.log --format json
 
+    A live cluster's nodes, each read where its logs lie: oomlens parse --cluster auto driver.log
+
     Exit status: 0 when any input could be read, 1 when none could (each problem is
-    told on stderr as `oomlens: <path>: <problem>`), 2 for a usage error; with
+    told on stderr as `oomlens: <path>: <problem>`) or the cluster could not be reached,
+    2 for a usage error (--cluster without Ray installed is one); with
     `--fail-on incident`, 3 when an incident was found.
 
     The table lists failures; --readings, --kind, --node, --since and --until choose
@@ -169,7 +209,7 @@ def parse(
     # the cycle collector would walk the whole diagnosis once more between reading and
     # writing it (a twentieth of a second for a long run), and find nothing
     with collector.paused():
-        diagnosis = _diagnose(paths, jobs, all_readings, session)
+        diagnosis = _diagnose(paths, jobs, all_readings, session, cluster, node_timeout)
         try:
             _write(diagnosis, fmt, filters, color)
         except BrokenPipeError:  # `oomlens parse ... | head`: the reader has what it wanted
@@ -177,13 +217,13 @@ def parse(
         except OSError as err:  # stdout on a full disk
             _unwritable(err)
         if not diagnosis.readable:
-            click.echo("oomlens: nothing could be read from " + ", ".join(paths), err=True)
+            click.echo("oomlens: nothing could be read from " + _named(paths, cluster), err=True)
             _leave(1)
         _leave(3 if fail_on == "incident" and diagnosis.incidents else 0)
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1)
 @click.option(
     "--output",
     "-o",
@@ -202,17 +242,30 @@ def parse(
 @jobs_option
 @readings_option
 @session_option
-def report(paths: tuple[str, ...], output: str, plotly: str, jobs: int | None, all_readings: bool, session: str | None) -> None:
+@cluster_option
+@node_timeout_option
+def report(
+    paths: tuple[str, ...],
+    output: str,
+    plotly: str,
+    jobs: int | None,
+    all_readings: bool,
+    session: str | None,
+    cluster: str | None,
+    node_timeout: float | None,
+) -> None:
     """Write one self-contained HTML report (it opens offline unless --plotly cdn): the
     verdict and its fixes, memory over time with the failures on it, Ray's top memory
     users at each kill, and every event with its raw log block.
 
     Example: oomlens report /tmp/ray/session_latest/logs -o oom-report.html
+    (or a live cluster's nodes: oomlens report --cluster auto driver.log)
 
     Exit status as for parse: 0 when any input could be read, 1 when none could (the
-    page then says so) or the report could not be written, 2 for a usage error.
+    page then says so), the cluster could not be reached or the report could not be
+    written, 2 for a usage error.
     """
-    diagnosis = _diagnose(paths, jobs, all_readings, session)
+    diagnosis = _diagnose(paths, jobs, all_readings, session, cluster, node_timeout)
     from .outputs.html import render, write
 
     try:
@@ -232,9 +285,14 @@ def report(paths: tuple[str, ...], output: str, plotly: str, jobs: int | None, a
     except OSError as err:  # stdout on a full disk
         _unwritable(err)
     if not diagnosis.readable:
-        click.echo("oomlens: nothing could be read from " + ", ".join(paths), err=True)
+        click.echo("oomlens: nothing could be read from " + _named(paths, cluster), err=True)
         _leave(1)
     _leave(0)
+
+
+def _named(paths: tuple[str, ...], cluster: str | None) -> str:
+    """What was asked to be read, for the line that says none of it could be."""
+    return ", ".join([*([f"the Ray cluster at {cluster}"] if cluster is not None else []), *paths])
 
 
 def _unwritable(err: OSError) -> NoReturn:
@@ -267,10 +325,20 @@ def _write(diagnosis: Diagnosis, fmt: str, filters: Filters, color: str) -> None
 
 
 @main.command()
-@click.argument("path", type=click.Path(exists=True))
+@click.argument("path", type=click.Path(exists=True), required=False)
 @click.option("--interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True, help="seconds between polls")
 @click.option("--once", is_flag=True, help="process what is there now, then exit")
-def watch(path: str, interval: float, once: bool) -> None:
+@click.option(
+    "--cluster",
+    metavar="ADDRESS",
+    default=None,
+    help="watch every node of this live Ray cluster (as parse --cluster reads it; PATH, if given, is read here too): each poll reads "
+    "every node's logs again, whole, so a poll takes as long as parse --cluster and --interval is the pause between polls",
+)
+@jobs_option
+@session_option
+@node_timeout_option
+def watch(path: str | None, interval: float, once: bool, cluster: str | None, jobs: int | None, session: str | None, node_timeout: float | None) -> None:
     """Follow a live Ray session folder (or one log file) and print one JSON line per
     incident as soon as its root failure is seen, and again (`"update": true`) when its
     cascade grows. New files, appended lines, rotation and truncation are followed.
@@ -279,12 +347,20 @@ def watch(path: str, interval: float, once: bool) -> None:
 
     Each line: {"oomlens": 1, "update": false, "incident": {...}, "events": [...]}, the
     incident as in the JSON contract, its root and cascade events with it.
+
+    --jobs and --session are for --cluster (a watched folder is followed, not read whole).
     """
     import time
 
     import orjson
 
     from .sources import one_line
+
+    if cluster is not None:
+        _watch_cluster(cluster, path, interval, once, jobs, session, node_timeout)
+        return
+    if path is None:
+        raise click.UsageError("give PATH to watch, or --cluster ADDRESS")
     from .watch import Watcher
 
     watcher = Watcher(path)
@@ -299,6 +375,38 @@ def watch(path: str, interval: float, once: bool) -> None:
             if once:
                 return
             time.sleep(interval)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except BrokenPipeError:  # the reader went away: nobody to tell
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _watch_cluster(address: str, path: str | None, interval: float, once: bool, jobs: int | None, session: str | None, node_timeout: float | None) -> None:
+    """watch --cluster: one connection for every round (cluster.Rounds), the pause between
+    rounds `interval`; the cluster's problems as for parse."""
+    import time
+
+    import orjson
+
+    from .cluster import Cluster, ClusterError, NoRay, Rounds
+    from .sources import one_line
+
+    rounds = Rounds(address, (path,) if path else (), jobs, session, node_timeout)
+    try:
+        with Cluster(address):
+            while True:
+                lines, problems = rounds.poll()
+                for line in lines:
+                    sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
+                    sys.stdout.flush()
+                for problem in problems:
+                    click.echo(f"oomlens: {one_line(problem)}", err=True)
+                if once:
+                    return
+                time.sleep(interval)
+    except ClusterError as err:
+        click.echo(f"oomlens: {one_line(str(err))}", err=True)
+        raise SystemExit(2 if isinstance(err, NoRay) else 1) from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     except BrokenPipeError:  # the reader went away: nobody to tell

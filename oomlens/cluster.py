@@ -1,0 +1,337 @@
+"""Cluster: read a live Ray cluster's logs where they lie, with Ray itself.
+
+A large run spreads its logs over dozens of nodes, each in its own `session_*/logs`. While
+the cluster is up, one Ray task pinned to each alive node (node affinity, not soft) reads
+that node's logs in place with oomlens's own reading (pipeline.read_all) and sends back
+only what it found: each input's facts and its events and clues as rows of plain values,
+never a log's bytes. The driver side then concludes as for files read here (one clock,
+the nodes' skew corrected as for copied folders).
+
+oomlens reaches the nodes through Ray's runtime environment: the packages the reading
+imports go with each task as `py_modules` (SHIPPED), from this process's own installation,
+so nothing is installed on the nodes beforehand and nothing is fetched from outside the
+cluster. Compiled ones work where the nodes run this machine's platform; Ray already asks
+every node to run this process's Python.
+
+Each input is named `<node ip>:<path on that node>` and carries the node's Ray id
+(`ray_node` in the JSON); a node that could not be read is one input of its own, named by
+its IP, whose problem says why: dead (its logs went with it, unless they were collected
+before), its task failed, or no answer within the timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib.util
+import logging
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from .events import Clue, Event, from_rows, to_rows
+from .grammars import Family, families, grammar_dir
+from .kinds import shipped
+from .pipeline import Read, read_all
+from .reduce import BUCKETS
+from .registry import Registry
+from .sources import Input, error_line
+
+if TYPE_CHECKING:
+    from .progress import Tick
+
+# What the reading imports beyond the standard library and Ray's own dependencies, shipped
+# to the nodes as this process has them: (package, needed). An optional one missing here
+# is not shipped (the reading does without it, only slower); a missing needed one stops.
+SHIPPED = (
+    ("oomlens", True),
+    ("lark", True),  # the grammars' parser (pure Python)
+    ("zstandard", True),  # sources reads .zst logs
+    ("hyperscan", False),  # prefilter.py: the fast engines, which Python's re stands in for
+    ("re2", False),
+)
+EXCLUDED = ("__pycache__/", "_cffi.*.so")  # compiled caches; zstandard's cffi backend, which its C one makes unused
+CONNECT_TIMEOUT_S = 10.0  # a HOST:PORT nothing answers at: told at once (Ray itself would retry for minutes)
+NODE_TIMEOUT_S = 600.0  # a node that has not answered by then is told as such, not waited for
+INSTALL = "--cluster needs Ray: pip install 'oomlens[ray]'"
+
+
+class ClusterError(Exception):
+    """The cluster could not be read at all; the message says why, in one line."""
+
+
+class NoRay(ClusterError, ImportError):
+    """Ray is not installed where oomlens runs."""
+
+
+@dataclass
+class NodeInput(Input):
+    """An input read on a node of a cluster, or a node that could not be read: it says which
+    node (`ray_node`: its Ray id, its IP, and whether it was read, dead or failed)."""
+
+    ray_node: dict[str, str] | None = None
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        if self.ray_node is not None:  # additive: the Ray node it was read on
+            out["ray_node"] = self.ray_node
+        return out
+
+
+def read_cluster(
+    address: str,
+    jobs: int | None = None,
+    progress: Tick | None = None,
+    budget: int | None = BUCKETS,
+    registry: Registry | None = None,
+    session: str | None = None,
+    timeout: float | None = None,
+) -> Generator[Read]:
+    """Every input of every node of the cluster at `address` ("auto", "host:port",
+    "ray://..."), as read on its node, node after node by IP; see Cluster.read."""
+    with Cluster(address) as cluster:
+        yield from cluster.read(jobs, progress, budget, registry, session, timeout)
+
+
+class Cluster:
+    """A connection to a Ray cluster, made on entering and ended on leaving (the cluster itself
+    is never stopped), with oomlens in its runtime environment: Ray ships local packages only
+    with a connection's own (`ray.init`), not with one task's. A process connected already
+    (a driver that diagnoses its own run) keeps its connection: its nodes then need oomlens
+    from that connection's runtime environment or their own installation."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.started = False
+
+    def __enter__(self) -> Cluster:
+        ray = _ray()
+        if not ray.is_initialized():
+            _answers(self.address)
+            with tempfile.TemporaryDirectory(prefix="oomlens-ray-") as folder:  # uploaded to the cluster by ray.init
+                runtime_env = {"py_modules": _modules(folder), "excludes": list(EXCLUDED)}
+                try:
+                    ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False, logging_level=logging.ERROR)
+                except Exception as err:  # noqa: BLE001 - ConnectionError, ValueError, RuntimeError: each is one line
+                    raise ClusterError(f"cannot connect to the Ray cluster at {self.address}: {error_line(err)}") from None
+            self.started = True
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.started:
+            _ray().shutdown()
+
+    def read(
+        self,
+        jobs: int | None = None,
+        progress: Tick | None = None,
+        budget: int | None = BUCKETS,
+        registry: Registry | None = None,
+        session: str | None = None,
+        timeout: float | None = None,
+        paths: dict[str, list[str]] | None = None,
+    ) -> Generator[Read]:
+        """What every node holds, read there: its logs of the session the cluster runs (of
+        `session` instead: "latest" or a session_* name, looked for in the node's Ray
+        folder), or the paths `paths` gives for its Ray node id (a node it leaves out is not
+        asked). `jobs` processes read on each node (default one: a node of a live run is
+        busy); a node has `timeout` seconds (NODE_TIMEOUT_S) to answer."""
+        ray = _ray()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        registry = registry or Registry.shipped()
+        scan = ray.remote(scan_node)
+        nodes = sorted(ray.nodes(), key=lambda n: (n["NodeManagerAddress"], n["NodeID"]))
+        if paths is not None:
+            nodes = [n for n in nodes if n["NodeID"] in paths]
+        asked = {}
+        for node in nodes:
+            if node["Alive"]:
+                strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+                task = scan.options(num_cpus=0, max_retries=0, scheduling_strategy=strategy, name="oomlens.scan_node")
+                asked[node["NodeID"]] = task.remote(None if paths is None else paths[node["NodeID"]], session, jobs or 1, budget, registry.added)
+        timeout = NODE_TIMEOUT_S if timeout is None else timeout
+        _, late = ray.wait(list(asked.values()), num_returns=len(asked), timeout=timeout) if asked else ([], [])
+        for ref in late:
+            ray.cancel(ref, force=True)
+        for node in nodes:
+            ip, ref = node["NodeManagerAddress"], asked.get(node["NodeID"])
+            named = {"id": node["NodeID"], "ip": ip, "state": "read"}
+            if ref is None:
+                reason = f" ({node['DeathReasonMessage']})" if node.get("DeathReasonMessage") else ""
+                problem = f"Ray node {node['NodeID']} is dead{reason}: its logs are not reachable through Ray unless they were collected before it died"
+                yield _unread(ip, named, "dead", problem)
+                continue
+            if ref in late:
+                yield _unread(ip, named, "failed", f"Ray node {node['NodeID']} did not answer within {timeout:g} s (its task was cancelled): nothing read")
+                continue
+            try:
+                rows = ray.get(ref)
+            except Exception as err:  # noqa: BLE001 - a node whose task failed costs only that node
+                cause = getattr(err, "cause", None) or err  # a task's own error, not Ray's wrapping of it
+                yield _unread(ip, named, "failed", f"Ray node {node['NodeID']} could not be read: {error_line(cause)}")
+                continue
+            for item, found, reduced in _arrived(rows, ip, named):
+                if progress:
+                    progress(item)
+                yield item, found, reduced
+
+
+def _answers(address: str) -> None:
+    """A HOST:PORT address must answer a TCP connection within seconds ("auto" and ray://
+    addresses are Ray's to find and tell)."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as err:
+        raise ClusterError(f"cannot connect to the Ray cluster at {address}: {err.strerror or err}") from None
+
+
+def _ray() -> Any:
+    """Ray, imported on first use (it takes a second); NoRay says how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise NoRay(INSTALL) from None
+    return ray
+
+
+def _modules(folder: str) -> list[str]:
+    """The folders `py_modules` ships (SHIPPED): oomlens copied with its grammars inside it
+    (a source checkout keeps them beside the package), the others as installed."""
+    shipped: list[str] = []
+    for name, needed in SHIPPED:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            if needed:
+                raise ClusterError(f"{name} is not installed here as a package, and the nodes need it")
+            continue
+        here = list(spec.submodule_search_locations)[0]
+        if name == "oomlens":
+            staged = os.path.join(folder, name)
+            shutil.copytree(here, staged)
+            if not os.path.isdir(os.path.join(staged, "grammars")):
+                shutil.copytree(grammar_dir(), os.path.join(staged, "grammars"))
+            here = staged
+        shipped.append(here)
+    return shipped
+
+
+def scan_node(paths: list[str] | None, session: str | None, jobs: int, budget: int | None, added: tuple[Family, ...]) -> list[tuple]:
+    """On a node, as a Ray task: read `paths`, or this node's logs of the session the cluster
+    runs (of `session`: found in the node's Ray folder), as `parse` reads them; return each
+    input's facts with its events and clues as rows of plain values (events.to_rows) and
+    its readings' reduction. No log's bytes leave the node."""
+    registry = Registry((*families(), *added), shipped())  # kinds are not read on a node
+    out = []
+    with contextlib.closing(read_all(paths or [_here(session)], jobs, None, budget, registry, session)) as found:
+        for item, events, reduced in found:
+            facts = (item.path, item.role, item.pid, item.node, item.bytes, item.lines, item.problems, item.session, item.opener is not None)
+            out.append((facts, to_rows(events), reduced))
+    return out
+
+
+def _here(session: str | None) -> str:
+    """This node's logs folder of the session the cluster runs; with `session` given, its Ray
+    folder, where discover finds that session among the others the node kept."""
+    import ray
+
+    context = ray.get_runtime_context()
+    if hasattr(context, "get_temp_dir"):  # the public way (Ray 2.56 has it, 2.53 not yet)
+        temp, name = context.get_temp_dir(), context.get_session_name()
+    else:
+        node = ray._private.worker.global_worker.node  # before: the worker's own Node (private)
+        assert node is not None  # a task runs in a connected worker
+        temp, name = node.get_temp_dir_path(), node.session_name
+    return temp if session is not None else os.path.join(temp, name, "logs")
+
+
+def _arrived(rows: list[tuple], ip: str, named: dict[str, str]) -> Iterator[Read]:
+    """A node's answer as inputs and events, every path named `<ip>:<path on the node>`."""
+    for (path, role, pid, node, size, lines, problems, session, readable), found_rows, reduced in rows:
+        item = NodeInput(f"{ip}:{path}", role, pid, node, bytes=size, lines=lines, problems=problems, session=session, ray_node=named)
+        if readable:
+            item.opener = _read_on(ip)
+        found = from_rows(found_rows)
+        _rename(found, f"{ip}:")
+        yield item, found, reduced
+
+
+def _rename(found: list[Event | Clue], prefix: str) -> None:
+    """Put `prefix` before the path of every place an event or clue was read from, once each
+    (an event's first source is its `source`)."""
+    for x in found:
+        places = {id(x.source): x.source}
+        if isinstance(x, Event):
+            places.update((id(s), s) for s in x.sources)
+            x.copies = [(prefix + path, time) for path, time in x.copies]
+        for place in places.values():
+            place.path = prefix + place.path
+
+
+def _read_on(ip: str) -> Callable[[], BinaryIO]:
+    """The opener of an input read on node `ip`: the outputs tell an input that could be read
+    by its having one; it is never opened here."""
+
+    def opener() -> BinaryIO:
+        raise OSError(errno.EREMOTE, f"read on node {ip}, not here")
+
+    return opener
+
+
+def _unread(ip: str, named: dict[str, str], state: str, problem: str) -> Read:
+    return NodeInput(ip, problems=[problem], ray_node={**named, "state": state}), [], (0, 0)
+
+
+Uid = tuple[str, int]  # (path, line): one report, read again each round
+
+
+@dataclass
+class _Told:
+    root: frozenset[Uid]
+    cascade: frozenset[Uid]
+    reading: tuple[Any, ...]
+
+
+class Rounds:
+    """`watch --cluster`: every node's logs read again each round, as `parse --cluster` reads
+    them (the nodes keep no offsets between rounds, so a round costs a whole read); the
+    lines `watch` prints for an incident not told before, or told with a smaller cascade
+    or another reading, and each problem once."""
+
+    def __init__(self, address: str, paths: tuple[str, ...] = (), jobs: int | None = None, session: str | None = None, timeout: float | None = None) -> None:
+        self.address, self.paths, self.jobs, self.session, self.timeout = address, paths, jobs, session, timeout
+        self.told: list[_Told] = []
+        self.problems: set[str] = set()
+
+    def poll(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """One round: the lines to print, and the problems not told before."""
+        from .diagnosis import CONTRACT_VERSION
+        from .outputs.json import incident as contract_incident
+        from .pipeline import analyze
+
+        diagnosis = analyze(*self.paths, jobs=self.jobs, session=self.session, cluster=self.address, node_timeout=self.timeout)
+        lines = []
+        for incident in diagnosis.incidents:
+            root = frozenset((s.path, s.line) for s in incident.root.sources)
+            cascade = frozenset((s.path, s.line) for e in incident.cascade for s in e.sources)
+            shown = contract_incident(diagnosis, incident)
+            reading = tuple(shown[k] for k in ("fingerprint", "component", "memory", "confidence", "phase", "culprit"))
+            told = next((t for t in self.told if t.root & root), None)
+            if told is not None and cascade <= told.cascade and reading == told.reading:
+                continue
+            if told is None:
+                self.told.append(_Told(root, cascade, reading))
+            else:
+                told.root, told.cascade, told.reading = told.root | root, told.cascade | cascade, reading
+            events = [e.to_dict() for e in (incident.root, *incident.cascade)]
+            lines.append({"oomlens": CONTRACT_VERSION, "update": told is not None, "incident": shown, "events": events})
+        new = [p for p in diagnosis.problems if p not in self.problems]
+        self.problems.update(new)
+        return lines, new

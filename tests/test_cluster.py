@@ -1,0 +1,259 @@
+"""`--cluster`: a real local Ray cluster of three nodes on this machine (`ray start` for each,
+its own temp folder and loopback IP), in which the memory monitor of a worker node really
+kills a task. `oomlens parse --cluster` reads each node's logs where they lie and must find
+that kill on its node with its cascade in the driver's console, exactly as a parse of
+copies of the three logs folders does; a node killed afterwards is told as dead.
+
+Every Ray process is a child of one `ray start --block` per node, stopped (SIGTERM: it
+stops what it started) at the end; no process naming the cluster's folder may be left."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import oomlens
+from conftest import ROOT
+
+BIN = Path(sys.executable).parent
+OOMLENS = [sys.executable, "-m", "oomlens"]
+VICTIM_IP, SPARE_IP = "127.0.0.2", "127.0.0.3"  # the node whose monitor kills, and the one killed after
+GIB = 1 << 30
+FOLDERS = re.compile(r"[^\s(),]*/")  # the folders of a path in a sentence (and a node's `ip:` before them)
+
+# The driver: waits for the three nodes, then runs a task on the victim's node that takes
+# 256 MiB more every 0.25 s (every page touched) until that node's memory monitor kills it.
+DRIVER = """
+import sys, time
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+ray.init(address=sys.argv[1])
+deadline = time.monotonic() + 60
+while sum(n["Alive"] for n in ray.nodes()) < 3 and time.monotonic() < deadline:
+    time.sleep(0.2)
+victim = next(n["NodeID"] for n in ray.nodes() if n["NodeManagerAddress"] == sys.argv[2] and n["Alive"])
+
+
+@ray.remote(max_retries=0, num_cpus=1)
+def preprocess_shard():
+    import numpy as np
+
+    held = []
+    for _ in range(20):
+        held.append(np.ones(32 << 20))
+        time.sleep(0.25)
+    return len(held)
+
+
+try:
+    print("driver: result", ray.get(preprocess_shard.options(scheduling_strategy=NodeAffinitySchedulingStrategy(victim, soft=False)).remote()))
+finally:
+    ray.shutdown()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _threshold() -> float:
+    """A memory-usage threshold 3 GiB above what the machine uses now (/proc/meminfo)."""
+    info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()}
+    return round((info["MemTotal"] - info["MemAvailable"] + 3 * GIB) / info["MemTotal"], 3)
+
+
+def _oomlens(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*OOMLENS, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Start the cluster, make the kill, read it with --cluster and from copies, then kill the
+    spare node's raylet and read again; stop everything. Yields what the tests look at."""
+    root = Path(tempfile.mkdtemp(prefix="oomlens-ray-"))  # short: Ray's socket paths lie under it
+    env = {
+        **os.environ,
+        "RAY_AUTH_MODE": "disabled",  # Ray 2.60 asks for a token by default
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_health_check_period_ms": "500",  # a lost node is known dead within seconds
+        "RAY_health_check_timeout_ms": "500",
+        "RAY_health_check_failure_threshold": "2",
+        "RAY_task_oom_retries": "0",
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    common = ["--block", "--num-cpus", "1", "--disable-usage-stats"]
+    nodes: dict[str, subprocess.Popen] = {}
+    try:
+        with open(root / "head.log", "w") as log:
+            head = ["--head", "--port", str(port), "--node-ip-address", "127.0.0.1", "--include-dashboard=false"]
+            head += ["--ray-client-server-port", str(_free_port()), "--dashboard-agent-listen-port", str(_free_port())]
+            nodes["head"] = subprocess.Popen([str(BIN / "ray"), "start", *head, "--temp-dir", str(root / "head"), *common], env=env, stdout=log, stderr=log)
+        deadline = time.monotonic() + 60
+        while True:  # the GCS listens: the other nodes may join
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and nodes["head"].poll() is None, (root / "head.log").read_text()
+                time.sleep(0.2)
+        for ip in (VICTIM_IP, SPARE_IP):
+            node_env = {**env, "RAY_memory_usage_threshold": str(_threshold())} if ip == VICTIM_IP else env
+            join = ["--address", address, "--node-ip-address", ip, "--dashboard-agent-listen-port", str(_free_port()), "--temp-dir", str(root / ip)]
+            with open(root / f"{ip}.log", "w") as log:
+                nodes[ip] = subprocess.Popen([str(BIN / "ray"), "start", *join, *common], env=node_env, stdout=log, stderr=log)
+        with open(root / "driver.log", "w") as console:
+            run = subprocess.run([sys.executable, "-c", DRIVER, address, VICTIM_IP], env=env, stdout=console, stderr=subprocess.STDOUT, timeout=120)
+        driver = root / "driver.log"
+        assert run.returncode != 0 and "OutOfMemoryError" in driver.read_text(), driver.read_text()
+
+        # A user reads the live cluster, and the driver's console saved beside it
+        live = _oomlens("parse", "--cluster", address, str(driver), "--format", "json", env=env)
+        # ... and what copying the three logs folders by hand and parsing them gives
+        copies = root / "copies"
+        for name in ("head", VICTIM_IP, SPARE_IP):
+            session = next((root / name).glob("session_2*"))
+            shutil.copytree(session / "logs", copies / name / session.name / "logs", symlinks=True)
+        copied = _oomlens("parse", str(copies), str(driver), "--format", "json", env=env)
+
+        # The spare node's raylet dies; Ray marks the node dead after its health checks
+        raylet = subprocess.run(["pgrep", "-P", str(nodes[SPARE_IP].pid), "-x", "raylet"], capture_output=True, text=True).stdout.split()
+        assert len(raylet) == 1, raylet
+        os.kill(int(raylet[0]), signal.SIGKILL)
+        check = f"import ray, sys, time\nray.init(address={address!r})\nwhile any(n['Alive'] for n in ray.nodes() if n['NodeManagerAddress'] == {SPARE_IP!r}): time.sleep(0.2)"
+        subprocess.run([sys.executable, "-c", check], env=env, timeout=60, check=True, capture_output=True)
+        dead = _oomlens("parse", "--cluster", address, "--format", "json", env=env)
+        yield {"root": root, "live": live, "copied": copied, "dead": dead}
+    finally:
+        for process in reversed(nodes.values()):
+            _stop(process)
+        left = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True).stdout.split()
+        shutil.rmtree(root, ignore_errors=True)
+        assert not left, f"Ray processes left running: {left}"
+
+
+def _contract(run: subprocess.CompletedProcess[str]) -> dict:
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def _event(event: dict) -> tuple:
+    """An event as both reads must agree on: all but where its files lie (a node's own
+    folder, or a copy of it)."""
+    places = tuple((Path(s["path"]).name, s["line"], s["end_line"]) for s in event["sources"])
+    keep = {k: v for k, v in event.items() if k not in ("id", "source", "sources")}
+    return json.dumps(keep, sort_keys=True), places
+
+
+def _incidents(contract: dict) -> list[tuple]:
+    """The incidents as both reads must agree on: their events as _event has them, the
+    evidence with each file named by its name alone."""
+    by_id = {e["id"]: _event(e) for e in contract["events"]}
+    found = []
+    for incident in contract["incidents"]:
+        rest = {k: v for k, v in incident.items() if k not in ("id", "root", "cascade")}
+        rest["evidence"] = [FOLDERS.sub("", line) for line in rest["evidence"]]
+        found.append((by_id[incident["root"]], sorted(by_id[e] for e in incident["cascade"]), json.dumps(rest, sort_keys=True)))
+    return sorted(found)
+
+
+@pytest.mark.slow
+def test_cluster_finds_the_kill_on_its_node_and_its_cascade(cluster):
+    contract = _contract(cluster["live"])
+    kills = [e for e in contract["events"] if e["kind"] == "ray_oom_kill"]
+    assert len(kills) == 1 and kills[0]["node"] == VICTIM_IP, kills
+    kill = kills[0]
+    [victim] = kill["fields"]["killed"]
+    assert victim["name"] == "preprocess_shard" and victim["bytes"] > GIB and kill["pid"] == victim["pid"]
+    places = [s["path"] for s in kill["sources"]]
+    assert any(p.startswith(f"{VICTIM_IP}:/") and p.endswith("/logs/raylet.out") for p in places), places  # read on its node
+    assert str(cluster["root"] / "driver.log") in places, places  # the driver's OutOfMemoryError, the same kill told again
+    [incident] = [i for i in contract["incidents"] if i["root"] == kill["id"]]
+    cascade = [e for e in contract["events"] if e["id"] in incident["cascade"]]
+    died = [e for e in cascade if e["kind"] == "ray_worker_died" and e["pid"] == victim["pid"] and e["node"] == VICTIM_IP]
+    assert died and all(not s["path"].startswith((f"{VICTIM_IP}:", f"{SPARE_IP}:")) for e in died for s in e["sources"])  # told by the head's GCS
+    assert incident["memory"] == "host" and incident["phase"] == "preprocess_shard"
+    assert contract["verdict"]["memory"] == "host" and f"on node {VICTIM_IP}" in contract["verdict"]["summary"]
+
+
+@pytest.mark.slow
+def test_cluster_tells_each_node_read_and_its_bytes(cluster):
+    contract = _contract(cluster["live"])
+    on_nodes = [i for i in contract["inputs"] if "ray_node" in i]
+    by_ip: dict[str, int] = {}
+    for item in on_nodes:
+        assert item["path"].startswith(item["ray_node"]["ip"] + ":/") and item["ray_node"]["state"] == "read"
+        by_ip[item["ray_node"]["ip"]] = by_ip.get(item["ray_node"]["ip"], 0) + item["bytes"]
+    assert set(by_ip) >= {VICTIM_IP, SPARE_IP} and len(by_ip) == 3 and all(by_ip.values()), by_ip
+    assert {i["path"] for i in contract["inputs"] if "ray_node" not in i} == {str(cluster["root"] / "driver.log")}
+    raylets = {i["ray_node"]["ip"] for i in on_nodes if i["role"] == "raylet"}
+    assert len(raylets) == 3  # one raylet.out read on each node, where it lies
+    jsonschema.validate(contract, oomlens.schema())
+
+
+@pytest.mark.slow
+def test_cluster_reads_what_copies_of_the_folders_read(cluster):
+    live, copied = _contract(cluster["live"]), _contract(cluster["copied"])
+    assert sorted(_event(e) for e in live["events"]) == sorted(_event(e) for e in copied["events"])
+    assert _incidents(live) == _incidents(copied) and _incidents(live)
+    assert live["verdict"] == copied["verdict"]
+    assert live["clocks"] == copied["clocks"]
+    assert 0 < sum(i["bytes"] for i in live["inputs"]) <= sum(i["bytes"] for i in copied["inputs"])  # copied after: the logs only grew
+
+
+@pytest.mark.slow
+def test_a_dead_node_is_one_problem_line_and_the_others_are_read(cluster):
+    run = cluster["dead"]
+    contract = _contract(run)
+    told = [line for line in run.stderr.splitlines() if line.startswith(f"oomlens: {SPARE_IP}: ")]
+    assert len(told) == 1, run.stderr
+    assert "is dead" in told[0] and "its logs are not reachable through Ray unless they were collected before it died" in told[0]
+    [node] = [i for i in contract["inputs"] if i["path"] == SPARE_IP]
+    assert node["ray_node"]["state"] == "dead" and node["bytes"] == 0 and len(node["problems"]) == 1
+    assert not [i for i in contract["inputs"] if i["path"].startswith(f"{SPARE_IP}:")]
+    states = {i["ray_node"]["ip"]: i["ray_node"]["state"] for i in contract["inputs"]}
+    assert len(states) == 3 and states[VICTIM_IP] == "read" and states[SPARE_IP] == "dead"
+    assert [e["node"] for e in contract["events"] if e["kind"] == "ray_oom_kill"] == [VICTIM_IP]  # the live nodes are still read
+    jsonschema.validate(contract, oomlens.schema())
+
+
+def test_without_ray_cluster_says_how_to_install_it_in_one_line(tmp_path):
+    fake = tmp_path / "ray"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    for command in ("parse", "report", "watch"):
+        run = _oomlens(command, "--cluster", "auto", env=env)
+        assert run.returncode == 2 and run.stdout == ""
+        assert run.stderr == "oomlens: --cluster needs Ray: pip install 'oomlens[ray]'\n", run.stderr
+
+
+def test_without_paths_or_cluster_is_a_usage_error():
+    run = _oomlens("parse")
+    assert run.returncode == 2 and "give PATHS to read, or --cluster ADDRESS" in run.stderr
