@@ -12,6 +12,7 @@ become the line's context.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from dataclasses import dataclass
@@ -141,13 +142,13 @@ def _json_record(text: str) -> Line | None:
     The message is escaped once more than JSON needs (`\\n` for a new line)."""
     try:
         record = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what a record is
         return None
     if not isinstance(record, dict) or not isinstance(record.get("message"), str):
         return None
     line = Line(record["message"].replace("\\n", "\n").replace("\\t", "\t"))
     epoch = record.get("timestamp")
-    if isinstance(epoch, (int, float)) and not isinstance(epoch, bool):
+    if isinstance(epoch, (int, float)) and not isinstance(epoch, bool) and math.isfinite(epoch):  # JSON's NaN and 1e999 are no time
         # seconds (a float carries milliseconds) or milliseconds, as stamp_of_groups reads them
         whole = isinstance(epoch, int) or epoch >= 1e11
         line.stamp = stamp_of_groups({"epoch": str(int(epoch if whole else epoch * 1000))})

@@ -454,7 +454,7 @@ def _file(path: str, named: bool = True, at: str | None = None, pick: Pick | Non
         item.problems.append("binary file (not text): not read")
     else:
         _tell_hole(item, probe.hole)
-        item.opener = lambda: text_stream(open(path, "rb"), item)
+        item.opener = lambda: text_stream(Watched(path, item), item)
         item.file = path
     yield item
 
@@ -463,7 +463,7 @@ def reopen(item: Input) -> Input:
     """The same file input, readable in this process (a worker's: openers don't travel)."""
     path = item.file or item.path
     again = Input(path, item.role, item.pid, item.node, file=path)
-    again.opener = lambda: text_stream(open(path, "rb"), again)
+    again.opener = lambda: text_stream(Watched(path, again), again)
     return again
 
 
@@ -649,7 +649,7 @@ def _text_size(fh: BinaryIO) -> int:
     return size * 8 if magic.startswith(ZSTD_MAGIC) else size
 
 
-def text_stream(raw: BinaryIO, item: Input) -> io.BufferedReader:
+def text_stream(raw: BinaryIO | io.RawIOBase, item: Input) -> io.BufferedReader:
     """`raw` as a peekable stream of text bytes: decompressed when it starts like gzip or zstd.
 
     Problems met while decompressing (a cut, a bomb) go to `item`."""
@@ -710,6 +710,27 @@ class Prefixed(Wrapping):
         self.prefix = self.prefix[len(data) :]
         buffer[: len(data)] = data
         return len(data)
+
+
+class Watched(Wrapping):
+    """A file on disk read to its end. One that ends short of the size it had when opened
+    was truncated meanwhile (logrotate's copytruncate): the bytes it lost are told."""
+
+    inner: io.FileIO
+
+    def __init__(self, path: str, item: Input) -> None:
+        self.inner, self.item = open(path, "rb", buffering=0), item  # noqa: SIM115 - closed with this stream
+        self.size, self.at = os.fstat(self.inner.fileno()).st_size, 0
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        got = self.inner.readinto(buffer) or 0
+        self.at += got
+        if not got and self.at < self.size:
+            self.item.problems.append(
+                f"shrank while read (truncated, as logrotate's copytruncate does): {self.at} of the {self.size} bytes it held when opened were read"
+            )
+            self.size = self.at  # told once
+        return got
 
 
 class Counting(Wrapping):

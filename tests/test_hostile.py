@@ -36,6 +36,11 @@ ODD = {
     "reading past 2**63": "(WorkerDict pid=7) Before state_dict() in sharding manager memory, memory allocated (GB): 13.18, memory reserved (GB): 46.43, "
     f"device memory used/total (GB): {10**22}/80",
     "reading of 5000 digits": f"(WorkerDict pid=7) Before state_dict() in sharding manager memory, memory allocated (GB): {HUGE}, memory reserved (GB): 46.43",
+    "a bare CUDA OOM line": "RuntimeError: CUDA out of memory.",
+    "size in TiB past any GPU": OOM.format(size="999999", gpu=0).replace("GiB", "TiB", 1),
+    "JSON record at epoch 1e999": '{"message": "' + OOM.format(size="3.00", gpu=0) + '", "timestamp": 1e999}',
+    "JSON record at epoch NaN": '{"message": "' + OOM.format(size="3.00", gpu=0) + '", "timestamp": NaN}',
+    "JSON record of a pid of 5000 digits": '{"message": "' + OOM.format(size="3.00", gpu=0) + f'", "pid": {HUGE}}}',
 }
 
 
@@ -55,6 +60,17 @@ def test_an_odd_value_is_not_known_and_its_neighbours_are_kept(tmp_path, odd):
     assert all(len(line) < 400 for line in run.stderr.splitlines())
     frame = oomlens.analyze(str(log), jobs=1).to_frame()
     assert len(frame) == 3
+
+
+@pytest.mark.parametrize("line", ['{"a":' * 50_000, "[" * 50_000, '{"message": ' * 2_000 + '"x"'], ids=["objects", "arrays", "messages"])
+def test_json_nested_past_any_record_is_no_record_and_costs_its_neighbours_nothing(tmp_path, line):
+    """The lines after a block's start are peeled to see whether they go on with it: a JSON
+    record nested thousands deep made the decoder raise inside the block before it."""
+    log = tmp_path / "trainer.log"
+    log.write_text(f"{BEFORE}\n{line}\n{AFTER}\n", encoding="utf-8")
+    found = oomlens.analyze(str(log), jobs=1)
+    assert [(e.kind, e.source.line, e.fields["requested_bytes"]) for e in found.events] == [("cuda_oom", 1, 2 << 30), ("cuda_oom", 3, 4 << 30)]
+    assert found.problems == []
 
 
 def test_a_time_no_clock_shows_is_no_time_and_the_line_lies_between_its_neighbours(tmp_path):

@@ -238,3 +238,42 @@ def test_a_cut_tar_zst_is_called_cut_not_empty(tmp_path):
     lines = run.stderr.splitlines()
     assert any(line.endswith(": the file ends inside a frame") for line in lines), lines
     assert any(line.endswith("archive cut before its first member was whole: nothing read") for line in lines), lines
+
+
+def test_a_file_truncated_while_read_tells_what_it_lost(tmp_path):
+    """logrotate's copytruncate empties a log while oomlens reads it: the lines read are
+    kept, and the bytes the file lost are told, never taken for its end."""
+    from oomlens.pipeline import read_input
+    from oomlens.sources import discover
+
+    log = tmp_path / "raylet.out"
+    log.write_bytes(_stamped(5000))
+    [item] = discover([str(log)])
+    opener = item.opener
+    cut = len(_stamped(100))
+
+    def truncating():
+        stream = opener()
+        stream.peek(1)  # opened and begun: now the rotation empties it to its first 100 lines
+        os.truncate(log, cut)
+        return stream
+
+    item.opener = truncating
+    found = read_input(item)
+    assert len(found) == 100 and item.bytes == cut
+    assert item.problems == [
+        f"shrank while read (truncated, as logrotate's copytruncate does): {cut} of the {len(_stamped(5000))} bytes it held when opened were read"
+    ]
+
+
+def test_a_byte_range_past_a_file_s_new_end_tells_what_was_gone(tmp_path):
+    """A big file is read in byte ranges measured before: a range the file no longer reaches
+    says which bytes were gone."""
+    from oomlens.pipeline import _read_range
+
+    log = tmp_path / "raylet.out"
+    log.write_bytes(_stamped(50))
+    size = len(_stamped(50))
+    rows, _own, (problems, _counts), *_ = _read_range(str(log), "raylet", None, None, (0, 0, size + 500, size + 1000), 2025, None)
+    assert len(rows) == 50
+    assert problems == [f"shrank while read (truncated, as logrotate's copytruncate does): bytes {size}-{size + 1000} were gone"]
