@@ -316,7 +316,10 @@ class Rounds:
         from .outputs.json import incident as contract_incident
         from .pipeline import analyze
 
-        diagnosis = analyze(*self.paths, jobs=self.jobs, session=self.session, cluster=self.address, node_timeout=self.timeout)
+        try:
+            diagnosis = analyze(*self.paths, jobs=self.jobs, session=self.session, cluster=self.address, node_timeout=self.timeout)
+        except Exception as err:  # noqa: BLE001 - told once, tried again next round (the cluster may come back)
+            return [], self._new([f"the Ray cluster at {self.address} could not be read this round: {error_line(err)}"])
         lines = []
         for incident in diagnosis.incidents:
             root = frozenset((s.path, s.line) for s in incident.root.sources)
@@ -332,6 +335,9 @@ class Rounds:
                 told.root, told.cascade, told.reading = told.root | root, told.cascade | cascade, reading
             events = [e.to_dict() for e in (incident.root, *incident.cascade)]
             lines.append({"oomlens": CONTRACT_VERSION, "update": told is not None, "incident": shown, "events": events})
-        new = [p for p in diagnosis.problems if p not in self.problems]
+        return lines, self._new(diagnosis.problems)
+
+    def _new(self, problems: list[str]) -> list[str]:
+        new = [p for p in problems if p not in self.problems]
         self.problems.update(new)
-        return lines, new
+        return new

@@ -9,6 +9,7 @@ stops what it started) at the end; no process naming the cluster's folder may be
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -64,6 +65,16 @@ finally:
     ray.shutdown()
 """
 
+# The library: a notebook or a bot reads the cluster as the command does
+API = """
+import sys
+import oomlens
+
+diagnosis = oomlens.analyze(cluster=sys.argv[1])
+print(diagnosis.verdict["summary"])
+print(sorted({i.ray_node["ip"] for i in diagnosis.inputs}))
+"""
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -89,6 +100,20 @@ def _stop(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _naming(root: Path) -> list[int]:
+    """The processes whose command line names the cluster's folder: its Ray processes."""
+    return [int(pid) for pid in subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True).stdout.split()]
+
+
+def _kill_orphans(root: Path) -> None:
+    for pid in _naming(root):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _naming(root) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +166,9 @@ def cluster():
             session = next((root / name).glob("session_2*"))
             shutil.copytree(session / "logs", copies / name / session.name / "logs", symlinks=True)
         copied = _oomlens("parse", str(copies), str(driver), "--format", "json", env=env)
+        watched = _oomlens("watch", "--cluster", address, str(driver), "--once", env=env)
+        api = subprocess.run([sys.executable, "-c", API, address], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+        late = _oomlens("parse", "--cluster", address, "--node-timeout", "0.001", env=env)  # no node answers that fast
 
         # The spare node's raylet dies; Ray marks the node dead after its health checks
         raylet = subprocess.run(["pgrep", "-P", str(nodes[SPARE_IP].pid), "-x", "raylet"], capture_output=True, text=True).stdout.split()
@@ -149,11 +177,12 @@ def cluster():
         check = f"import ray, sys, time\nray.init(address={address!r})\nwhile any(n['Alive'] for n in ray.nodes() if n['NodeManagerAddress'] == {SPARE_IP!r}): time.sleep(0.2)"
         subprocess.run([sys.executable, "-c", check], env=env, timeout=60, check=True, capture_output=True)
         dead = _oomlens("parse", "--cluster", address, "--format", "json", env=env)
-        yield {"root": root, "live": live, "copied": copied, "dead": dead}
+        yield {"root": root, "live": live, "copied": copied, "watched": watched, "api": api, "late": late, "dead": dead}
     finally:
         for process in reversed(nodes.values()):
             _stop(process)
-        left = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True).stdout.split()
+        _kill_orphans(root)  # the workers of the raylet killed above, which no `ray start` holds any more
+        left = _naming(root)
         shutil.rmtree(root, ignore_errors=True)
         assert not left, f"Ray processes left running: {left}"
 
@@ -257,3 +286,31 @@ def test_without_ray_cluster_says_how_to_install_it_in_one_line(tmp_path):
 def test_without_paths_or_cluster_is_a_usage_error():
     run = _oomlens("parse")
     assert run.returncode == 2 and "give PATHS to read, or --cluster ADDRESS" in run.stderr
+
+
+@pytest.mark.slow
+def test_watch_cluster_tells_the_incident_once(cluster):
+    run = cluster["watched"]
+    assert run.returncode == 0, run.stderr
+    [line] = [json.loads(text) for text in run.stdout.splitlines()]
+    assert line["update"] is False and line["incident"]["root_kind"] == "ray_oom_kill" and line["incident"]["memory"] == "host"
+    [root] = [e for e in line["events"] if e["id"] == line["incident"]["root"]]
+    assert root["node"] == VICTIM_IP
+
+
+@pytest.mark.slow
+def test_analyze_reads_the_cluster_from_python(cluster):
+    run = cluster["api"]
+    assert run.returncode == 0, run.stderr
+    summary, nodes = run.stdout.splitlines()
+    assert summary.startswith(f"host memory OOM on node {VICTIM_IP} at ")
+    assert VICTIM_IP in nodes and SPARE_IP in nodes
+
+
+@pytest.mark.slow
+def test_a_node_that_does_not_answer_in_time_is_told_and_not_waited_for(cluster):
+    run = cluster["late"]
+    assert run.returncode == 1 and run.stdout.count("did not answer") == 0
+    told = [line for line in run.stderr.splitlines() if "did not answer within 0.001 s (its task was cancelled): nothing read" in line]
+    assert len(told) == 3, run.stderr
+    assert run.stderr.splitlines()[-1] == f"oomlens: nothing could be read from the Ray cluster at {run.args[run.args.index('--cluster') + 1]}"
