@@ -123,7 +123,9 @@ class Context:
                 near.append((distance, clue))
         if not near:  # most events: no traceback in their files
             return []
-        near.sort(key=lambda item: item[0])
+        # of two as near, the one read first: above the event, or below it in a paste that
+        # stands newest first (a traceback ends in its exception; the next one's header follows)
+        near.sort(key=lambda item: (item[0], -item[1].source.line if item[1].fields.get("newest_first") else item[1].source.line))
         return [clue for _, clue in near]
 
 

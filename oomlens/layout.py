@@ -236,9 +236,16 @@ class Layout(Wrapping):
     breaks = 0  # line breaks of the input it left out
     under: Layout | None = None  # the layout this one reads through (a wrapped paste wrapped again)
 
+    turns = False  # this layout reads the input's lines in the opposite order (Reversed)
+
     def lines_of(self, first: int, start: int, last: int, stop: int) -> tuple[int, int]:
         """The input's own line numbers of the lines first..last read at offsets start..stop."""
         return first, last
+
+    @property
+    def newest_first(self) -> bool:
+        """The input's line numbers run against the order its lines are read in."""
+        return self.turns or (self.under is not None and self.under.newest_first)
 
     def totals(self) -> tuple[int, int]:
         """(bytes, line breaks) of the input left out by this layout and the ones beneath it."""
@@ -310,6 +317,8 @@ class Unwrapped(Layout):
 
 class Reversed(Layout):
     """A paste whose lines stand newest first (newest_first), read oldest first."""
+
+    turns = True
 
     def __init__(self, inner: BinaryIO, item: Input) -> None:
         self.inner = inner

@@ -472,6 +472,8 @@ class Scanner:
             # a number no log means (a pid or a size past 2**63): not known
             fields, pid, rank, gpu = _bounded(fields), _bounded(pid), _bounded(rank), _bounded(gpu)
         if draft["kind"] in CLUE_KINDS:  # a clue's time is its own line's or none: the clock reads it
+            if self.layout is not None and self.layout.newest_first:  # read before what lies below it (correlate.Context)
+                fields["newest_first"] = True
             return Clue(draft["kind"], source, fields, None if inferred else time, pid, actor, head.ip or self.ctx.node)
         return Event(
             kind=draft["kind"],

@@ -135,3 +135,45 @@ def test_lines_of_one_format_nearly_one_width_are_not_a_wrap(seed):
     text = "\n".join(lines) + "\n"
     assert wrap_width(text.encode()[: 64 << 10]) is None
     assert len(parse_text(text)) == len(lines)
+
+
+METHODS = {
+    "actor_rollout_ref_update_actor": "update_actor",
+    "actor_rollout_ref_generate_sequences": "generate_sequences",
+    "critic_update_critic": "update_critic",
+}
+
+
+def _failures(seed: int) -> tuple[str, list[tuple[int, str]]]:
+    """Ray remote tracebacks one after another, each ending in its own CUDA OOM (as a driver
+    prints a batch of failed workers): each traceback's header names its pid and method."""
+    import random
+
+    rng = random.Random(seed)
+    text, truth = [], []
+    for n in range(rng.randrange(2, 7)):
+        pid, method = rng.randrange(1000, 99999), rng.choice(list(METHODS))
+        text.append(
+            f"ray.exceptions.RayTaskError(OutOfMemoryError): \x1b[36mray::WorkerDict.{method}()\x1b[39m (pid={pid}, ip=10.0.0.{n}, "
+            f"actor_id={rng.randbytes(16).hex()}, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f3e54b86650>)"
+        )
+        for depth in range(rng.randrange(1, 6)):
+            text += [f'  File "/workspace/verl/workers/fsdp_workers.py", line {100 + depth}, in {METHODS[method]}', f"    x{depth} = self.step{depth}()"]
+        text.append(
+            f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {n + 1}.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 2.97 GiB is free."
+        )
+        truth.append((pid, method))
+    return "\n".join(text) + "\n", truth
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_each_failure_of_a_paste_turned_round_is_told_by_its_own_traceback(tmp_path, seed):
+    """Turned round, a CUDA OOM stands one line from its own traceback's frames and one from
+    the next traceback's header: of two clues as near, the one read before it is its own,
+    in a paste read in the order it was written as in one that stands newest first."""
+    text, truth = _failures(seed)
+    for name, data in (("as-written.log", text), ("newest-first.log", "\n".join(reversed(text.splitlines())) + "\n")):
+        log = tmp_path / name
+        log.write_text(data, encoding="utf-8")
+        ooms = sorted((e.fields["requested_bytes"], e.pid, e.method) for e in analyze(str(log), jobs=1).events if e.kind == "cuda_oom")
+        assert [(pid, method) for _, pid, method in ooms] == truth, name
