@@ -82,6 +82,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _host_ip() -> str:
+    """The address Ray gives this machine's own node (the route out, as Ray finds it; no
+    packet is sent): a driver here connects to the raylet of that address."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("8.8.8.8", 80))
+            return s.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"
+
+
 def _threshold() -> float:
     """A memory-usage threshold 3 GiB above what the machine uses now (/proc/meminfo)."""
     info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()}
@@ -100,6 +111,14 @@ def _stop(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _started(process: subprocess.Popen, log: Path) -> None:
+    """Wait until `ray start` says its node runs (its raylet registered with the GCS)."""
+    deadline = time.monotonic() + 60
+    while "Ray runtime started" not in log.read_text():
+        assert time.monotonic() < deadline and process.poll() is None, log.read_text()
+        time.sleep(0.2)
 
 
 def _naming(root: Path) -> list[int]:
@@ -131,28 +150,23 @@ def cluster():
         "RAY_task_oom_retries": "0",
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
+    port, host = _free_port(), _host_ip()
+    address = f"{host}:{port}"
     common = ["--block", "--num-cpus", "1", "--disable-usage-stats"]
     nodes: dict[str, subprocess.Popen] = {}
     try:
         with open(root / "head.log", "w") as log:
-            head = ["--head", "--port", str(port), "--node-ip-address", "127.0.0.1", "--include-dashboard=false"]
+            head = ["--head", "--port", str(port), "--node-ip-address", host, "--include-dashboard=false"]
             head += ["--ray-client-server-port", str(_free_port()), "--dashboard-agent-listen-port", str(_free_port())]
             nodes["head"] = subprocess.Popen([str(BIN / "ray"), "start", *head, "--temp-dir", str(root / "head"), *common], env=env, stdout=log, stderr=log)
-        deadline = time.monotonic() + 60
-        while True:  # the GCS listens: the other nodes may join
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and nodes["head"].poll() is None, (root / "head.log").read_text()
-                time.sleep(0.2)
+        _started(nodes["head"], root / "head.log")  # the other nodes may join
         for ip in (VICTIM_IP, SPARE_IP):
             node_env = {**env, "RAY_memory_usage_threshold": str(_threshold())} if ip == VICTIM_IP else env
             join = ["--address", address, "--node-ip-address", ip, "--dashboard-agent-listen-port", str(_free_port()), "--temp-dir", str(root / ip)]
             with open(root / f"{ip}.log", "w") as log:
                 nodes[ip] = subprocess.Popen([str(BIN / "ray"), "start", *join, *common], env=node_env, stdout=log, stderr=log)
+        for ip in (VICTIM_IP, SPARE_IP):
+            _started(nodes[ip], root / f"{ip}.log")
         with open(root / "driver.log", "w") as console:
             run = subprocess.run([sys.executable, "-c", DRIVER, address, VICTIM_IP], env=env, stdout=console, stderr=subprocess.STDOUT, timeout=120)
         driver = root / "driver.log"
