@@ -8,10 +8,10 @@ never a log's bytes. The driver side then concludes as for files read here (one 
 the nodes' skew corrected as for copied folders).
 
 oomlens reaches the nodes through Ray's runtime environment: the packages the reading
-imports go with each task as `py_modules` (SHIPPED), from this process's own installation,
-so nothing is installed on the nodes beforehand and nothing is fetched from outside the
-cluster. Compiled ones work where the nodes run this machine's platform; Ray already asks
-every node to run this process's Python.
+imports are the `py_modules` of the connection oomlens makes (SHIPPED), from this process's
+own installation, so nothing is installed on the nodes beforehand and nothing is fetched
+from outside the cluster. Compiled ones work where the nodes run this machine's platform;
+Ray already asks every node to run this process's Python.
 
 Each input is named `<node ip>:<path on that node>` and carries the node's Ray id
 (`ray_node` in the JSON); a node that could not be read is one input of its own, named by
