@@ -53,6 +53,7 @@ SHIPPED = (
     ("zstandard", True),  # sources reads .zst logs
     ("hyperscan", False),  # prefilter.py: the fast engines, which Python's re stands in for
     ("re2", False),
+    ("fsspec", False),  # urls.py: objects shared out among the nodes (a protocol's own package, s3fs, must be on the nodes)
 )
 EXCLUDED = ("__pycache__/", "_cffi.*.so")  # compiled caches; zstandard's cffi backend, which its C one makes unused
 CONNECT_TIMEOUT_S = 10.0  # a HOST:PORT nothing answers at: told at once (Ray itself would retry for minutes)
@@ -90,11 +91,15 @@ def read_cluster(
     registry: Registry | None = None,
     session: str | None = None,
     timeout: float | None = None,
+    spread: list[str] | None = None,
 ) -> Generator[Read]:
     """Every input of every node of the cluster at `address` ("auto", "host:port",
-    "ray://..."), as read on its node, node after node by IP; see Cluster.read."""
+    "ray://..."), as read on its node, node after node by IP (see Cluster.read); then the
+    objects at the URLs `spread`, read on the cluster's nodes (see Cluster.spread)."""
     with Cluster(address) as cluster:
         yield from cluster.read(jobs, progress, budget, registry, session, timeout)
+        for url in spread or ():
+            yield from cluster.spread(url, jobs, progress, budget, registry, session, timeout)
 
 
 class Cluster:
@@ -180,6 +185,61 @@ class Cluster:
                     progress(item)
                 yield item, found, reduced
 
+    def spread(
+        self,
+        url: str,
+        jobs: int | None = None,
+        progress: Tick | None = None,
+        budget: int | None = BUCKETS,
+        registry: Registry | None = None,
+        session: str | None = None,
+        timeout: float | None = None,
+    ) -> Generator[Read]:
+        """The objects at `url` (object storage every node reaches), read on the cluster's
+        alive nodes rather than here: listed here (urls.plan), shared out biggest first,
+        each to the node with the fewest bytes so far, read there as `discover` reads one
+        object, and given back in the order a walk of `url` reads them, so the diagnosis is
+        the one a read here gives. What a node could not read is read here; a URL with
+        nothing to share (nothing at it, not listable) is read here, which tells why."""
+        from . import urls
+        from .pipeline import read_all
+        from .sources import newest
+
+        registry = registry or Registry.shipped()
+        name = newest(urls.sessions_under(url)) if session == "latest" else session  # one name for every node
+        try:
+            walk = urls.plan(url, name)
+        except urls.Unreadable:
+            walk = []
+        objects = [each for each in walk if isinstance(each, tuple)]
+        nodes = sorted((n for n in _ray().nodes() if n["Alive"]), key=lambda n: (n["NodeManagerAddress"], n["NodeID"]))
+        if not objects or not nodes:
+            yield from read_all([url], jobs, progress, budget, registry, session)
+            return
+        load = {n["NodeID"]: 0 for n in nodes}
+        share: dict[str, list[str]] = {n["NodeID"]: [] for n in nodes}
+        for path, size in sorted(objects, key=lambda o: -o[1]):
+            node = min(load, key=lambda k: load[k])
+            share[node].append(path)
+            load[node] += size
+        arrived: dict[str, list[Read]] = {}  # object -> its inputs (an archive's members, or the object)
+        for item, found, reduced in self.read(jobs, progress, budget, registry, name, timeout, {k: v for k, v in share.items() if v}):
+            node = item.ray_node if isinstance(item, NodeInput) else None
+            if node is None or node["state"] != "read":
+                yield item, found, reduced  # a node not read: its objects are read here, below
+                continue
+            queue = share[node["id"]]  # a node's inputs come in the order of its objects
+            while len(queue) > 1 and not (item.path == queue[0] or item.path.startswith(queue[0] + ":")):
+                queue.pop(0)
+            arrived.setdefault(queue[0], []).append((item, found, reduced))
+        for each in walk:
+            if isinstance(each, Input):  # what the walk tells instead of reading
+                yield each, [], (0, 0)
+            elif each[0] in arrived:
+                yield from arrived.pop(each[0])
+            else:
+                yield from read_all([each[0]], 1, progress, budget, registry, name)
+
 
 def _answers(address: str) -> None:
     """A HOST:PORT address must answer a TCP connection within seconds ("auto" and ray://
@@ -253,13 +313,18 @@ def _here(session: str | None) -> str:
 
 
 def _arrived(rows: list[tuple], ip: str, named: dict[str, str]) -> Iterator[Read]:
-    """A node's answer as inputs and events, every path named `<ip>:<path on the node>`."""
+    """A node's answer as inputs and events, every path on the node named `<ip>:<path on
+    the node>` (a URL names its object wherever it was read)."""
+    from .urls import is_url
+
     for (path, role, pid, node, size, lines, problems, session, readable), found_rows, reduced in rows:
-        item = NodeInput(f"{ip}:{path}", role, pid, node, bytes=size, lines=lines, problems=problems, session=session, ray_node=named)
+        shared = is_url(path)
+        item = NodeInput(path if shared else f"{ip}:{path}", role, pid, node, bytes=size, lines=lines, problems=problems, session=session, ray_node=named)
         if readable:
             item.opener = _read_on(ip)
         found = from_rows(found_rows)
-        _rename(found, f"{ip}:")
+        if not shared:
+            _rename(found, f"{ip}:")
         yield item, found, reduced
 
 

@@ -93,8 +93,8 @@ def analyze(
 
     `cluster`: also read every node of the live Ray cluster at that address, where its logs
     lie (cluster.py; `jobs` is then the processes per node for the nodes' logs, one by
-    default, and `node_timeout` the seconds a node has to answer); `paths` are read here,
-    as without it."""
+    default, and `node_timeout` the seconds a node has to answer); the objects at URLs
+    among `paths` are shared out among its nodes and read there, the other paths here."""
     registry = registry or Registry.shipped()
     with collector.paused(), contextlib.closing(_inputs(list(paths), jobs, progress, budget, registry, session, cluster, node_timeout)) as found:
         return conclude(found, budget, registry)  # the events come in by the ten thousand, and stay
@@ -113,8 +113,11 @@ def _inputs(
     """The inputs of analyze: the cluster's nodes' first, when it names one, then those under `paths`."""
     if cluster is not None:
         from .cluster import read_cluster
+        from .urls import is_url
 
-        yield from read_cluster(cluster, jobs, progress, budget, registry, session, node_timeout)
+        shared = [p for p in paths if is_url(p)]  # objects every node reaches: read on the nodes
+        paths = [p for p in paths if not is_url(p)]
+        yield from read_cluster(cluster, jobs, progress, budget, registry, session, node_timeout, shared)
     yield from read_all(paths, jobs, progress, budget, registry, session)
 
 

@@ -61,9 +61,10 @@ SESSION = re.compile(r"^session_(\d{4}-\d\d-\d\d)_(\d\d)-(\d\d)-(\d\d)_(\d+)_\d+
 LATEST = "session_latest"  # node.py's link to the newest session, beside the session_* folders
 # Folders Ray makes in a session's logs/ whether or not anything is ever written there:
 # node.py (old, and tpu_logs, a link to libtpu's folder when there is one), the nsight,
-# rocprof_sys and omnitrace runtime-env plugins, and the event writers of the raylet, GCS
-# and workers (events, export_events)
-RAY_FOLDERS = frozenset({"events", "export_events", "nsight", "old", "omnitrace", "rocprof_sys", "tpu_logs"})
+# rocprof_sys and omnitrace runtime-env plugins, the event writers of the raylet, GCS and
+# workers (events, export_events), and the dashboard agent's JAX and GPU profilers (profiles,
+# dashboard/modules/reporter/*_profile_manager.py: made when the agent starts, Ray >= 2.5x)
+RAY_FOLDERS = frozenset({"events", "export_events", "nsight", "old", "omnitrace", "profiles", "rocprof_sys", "tpu_logs"})
 RAY_LOG_ROLES = frozenset({"raylet", "gcs", "core_worker", "worker"})  # a file of these tells a Ray logs/ folder
 LOG_NAME = re.compile(r"\.(?:log|out|err|txt)(?:\.\d+)?(?:\.gz|\.zst)?$", re.IGNORECASE)  # beside sessions: a log by its name
 ARCHIVE_NAMES = (".tar", ".tar.gz", ".tgz", ".tar.zst")

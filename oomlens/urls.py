@@ -207,9 +207,19 @@ def expand(url: str, session: str | None = None) -> list[tuple[str, int]]:
     `url`), as `discover(..., session)`; pass the same name to each `discover`. What the
     walk tells instead of reading (an empty folder, nothing at the URL) is not listed:
     `discover([url])` tells it. Raises Unreadable when `url` cannot be listed."""
+    return [each for each in plan(url, session) if isinstance(each, tuple)]
+
+
+def plan(url: str, session: str | None = None) -> list[tuple[str, int] | Input]:
+    """What a walk of `url` does, in its order: the URL and size of each object it reads
+    (as `expand`), and an Input for what it tells instead (an empty folder, another session).
+    Raises Unreadable when `url` cannot be listed."""
     listing = _listing(url)
     pick = None if session is None else Pick(newest(sessions_under(url)) if session == "latest" else session)
-    return [(listing.joined(found.rel), found.size) for found in _found(listing, pick) if found.problem is None]
+    return [
+        (listing.joined(found.rel), found.size) if found.problem is None else Input(listing.joined(found.rel), problems=[found.problem], session=found.session)
+        for found in _found(listing, pick)
+    ]
 
 
 def sessions_under(url: str) -> set[str]:

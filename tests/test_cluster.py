@@ -180,6 +180,9 @@ def cluster():
             session = next((root / name).glob("session_2*"))
             shutil.copytree(session / "logs", copies / name / session.name / "logs", symlinks=True)
         copied = _oomlens("parse", str(copies), str(driver), "--format", "json", env=env)
+        # ... and the copies at a URL every node reaches (object storage), shared out among the nodes
+        shared = _oomlens("parse", "--cluster", address, copies.as_uri(), "--format", "json", env=env)
+        here = _oomlens("parse", copies.as_uri(), "--format", "json", env=env)
         watched = _oomlens("watch", "--cluster", address, str(driver), "--once", env=env)
         api = subprocess.run([sys.executable, "-c", API, address], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
         late = _oomlens("parse", "--cluster", address, "--node-timeout", "0.001", env=env)  # no node answers that fast
@@ -191,7 +194,7 @@ def cluster():
         check = f"import ray, sys, time\nray.init(address={address!r})\nwhile any(n['Alive'] for n in ray.nodes() if n['NodeManagerAddress'] == {SPARE_IP!r}): time.sleep(0.2)"
         subprocess.run([sys.executable, "-c", check], env=env, timeout=60, check=True, capture_output=True)
         dead = _oomlens("parse", "--cluster", address, "--format", "json", env=env)
-        yield {"root": root, "live": live, "copied": copied, "watched": watched, "api": api, "late": late, "dead": dead}
+        yield {"root": root, "live": live, "copied": copied, "shared": shared, "here": here, "watched": watched, "api": api, "late": late, "dead": dead}
     finally:
         for process in reversed(nodes.values()):
             _stop(process)
@@ -268,6 +271,27 @@ def test_cluster_reads_what_copies_of_the_folders_read(cluster):
     assert live["verdict"] == copied["verdict"]
     assert live["clocks"] == copied["clocks"]
     assert 0 < sum(i["bytes"] for i in live["inputs"]) <= sum(i["bytes"] for i in copied["inputs"])  # copied after: the logs only grew
+
+
+@pytest.mark.slow
+def test_objects_at_a_url_are_shared_out_among_the_nodes_and_read_as_here(cluster):
+    """The copies at a file:// URL, given with --cluster, are read on the nodes (each its
+    share, biggest first) beside the nodes' own logs, and tell what they tell read here."""
+    shared, here = _contract(cluster["shared"]), _contract(cluster["here"])
+    url = here["inputs"][0]["path"].split("/copies/")[0] + "/copies/"
+    objects = [dict(i) for i in shared["inputs"] if i["path"].startswith(url)]
+    nodes = [i.pop("ray_node") for i in objects if "ray_node" in i]  # what the walk tells (an empty folder) is told here
+    assert objects == here["inputs"]  # each object named by its URL, in the walk's order, whichever node read it
+    assert len(nodes) == len([i for i in objects if not i["problems"] or i["bytes"]])
+    assert all(n["state"] == "read" for n in nodes) and len({n["ip"] for n in nodes}) == 3, nodes  # every node took a share
+
+    def facts(event: dict) -> str:
+        return json.dumps({k: event[k] for k in ("kind", "time", "node", "pid", "fields")}, sort_keys=True)
+
+    found = {facts(e): {json.dumps(s, sort_keys=True) for s in e["sources"]} for e in shared["events"]}
+    for event in here["events"]:  # the same event, the copy's places among its sources (the node's own log tells it too)
+        assert facts(event) in found and {json.dumps(s, sort_keys=True) for s in event["sources"]} <= found[facts(event)], event
+    assert shared["verdict"]["summary"] == here["verdict"]["summary"]
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ KILL = "session_2026-11-22_03-37-27_512000_14155"  # ray2.60-b: the memory monit
 SIGKILL = "session_2026-11-22_03-38-36_104000_16288"  # ray2.60-c, a minute later: a critic SIGKILLed, no OOM
 FIXTURE = {KILL: "ray2.60-b-rl-actor-oom", SIGKILL: "ray2.60-c-actor-sigkill"}
 # what node.py and the runtime-env plugins make in a session, empty until used
-RAY_EMPTY = ("logs/old", "logs/nsight", "logs/rocprof_sys", "sockets", "runtime_resources")
+RAY_EMPTY = ("logs/old", "logs/nsight", "logs/rocprof_sys", "logs/profiles", "sockets", "runtime_resources")
 
 
 def ray_temp(root: Path, *names: str) -> Path:
