@@ -170,12 +170,20 @@ class Family:
         number (any width, sign, fraction or exponent) written as one `0`, so a metric that
         prints `-1.2e-05` on one step and `0.37` on the next keeps its shape; each number
         goes back into the token that held its place, by its order in the line. `shapes` is
-        the family's shape cache."""
+        the family's shape cache.
+
+        A shape seen once is parsed as the line stands: the plan is made when it comes again
+        (making one costs more than the parse, and a line with an id in it, a shard's hash,
+        has a shape of its own)."""
         numbers, shape = numbers_and_shape(text)
         cached = shapes.get(shape)
         if cached is None:
             if len(shapes) >= MAX_SHAPES:
                 shapes.clear()
+            shapes[shape] = ONCE
+            tree, complete = parse_prefix(self.parser, text)
+            return ([] if tree is None else self.transformer.transform(tree)), complete
+        if cached is ONCE:
             tree, complete = parse_prefix(self.parser, shape)
             cached = shapes[shape] = (None if tree is None else self._compile(tree, shape), complete)
         plan, complete = cached
@@ -250,6 +258,7 @@ class _Refilled(str):
         return refilled
 
 
+ONCE: tuple[Any, bool] = (None, False)  # a shape cache's mark of a shape seen once, parsed as its line stood
 CUT_NUMBER = re.compile(r"(?<![\d.,])\d[\d,]*(?:\.\d*)?$")  # a number where a block that parses only in part stops
 CUT_REACH = 1 << 12  # how far from its end a text is looked at for it: a search from the start costs a megabyte line 10 ms
 

@@ -158,3 +158,20 @@ def test_numbers_of_any_width_and_form_read_as_a_fresh_parse_reads_them(family, 
         fresh = [] if tree is None else fam.transformer.transform(tree)
         if fresh_complete:
             assert cached == fresh, line
+
+
+def test_a_shape_seen_once_is_parsed_as_it_stands_and_a_plan_made_when_it_comes_again(monkeypatch):
+    """Making a shape's plan costs more than a parse: a line whose shape no other line has
+    (a shard's hash in it) is parsed as it stands; the plan is made on the shape's second line."""
+    from oomlens.grammars import Family, families
+
+    fam = next(f for f in families() if f.name == "gpu_memory")
+    made = []
+    original = Family._compile
+    monkeypatch.setattr(Family, "_compile", lambda self, tree, shape: made.append(shape) or original(self, tree, shape))
+    line = "After sync model weights in sharding manager (shard {}), memory allocated (GB): {}, memory reserved (GB): 31.5, device memory used/total (GB): 49.0/79.11"
+    once = [fam.parse(line.format(shard, 20.5))[0] for shard in ("c00cd09d02", "7a8d3fd5db", "e1f2a3b4c5")]
+    assert made == [] and all(drafts and drafts[0]["fields"]["allocated_bytes"] for drafts in once)
+    again = [fam.parse(line.format("c00cd09d02", size))[0] for size in (21.25, 22.125, 23.0)]
+    assert len(made) == 1  # its second line: the plan, used from then on
+    assert [d[0]["fields"]["allocated_bytes"] for d in again] == [round(g * 1024**3) for g in (21.25, 22.125, 23.0)]
