@@ -342,16 +342,20 @@ class Scanner:
 
         Hyperscan tells in one pass whether anything there may be invalid (decoding a
         chunk of progress bars to check it costs three times as much); only then are
-        the lines decoded one stretch at a time."""
+        the lines decoded one stretch at a time (UTF8_WINDOW, smaller after a bad byte): a
+        decoding error holds a copy of all it was given, and a chunk with a bad byte on every
+        line made one of the rest of the chunk per line (the square of the chunk)."""
         if data.isascii() or (NOT_UTF8.usable and not NOT_UTF8.any(data, 0, end)):
             return
         view = memoryview(data)
-        pos, counted_pos, line = 0, 0, line_base
+        pos, counted_pos, line, window = 0, 0, line_base, UTF8_WINDOW
         while pos < end:
-            stop = min(end, pos + MAX_LINE)
+            stop = min(end, pos + window)
             try:
                 pos += codecs.utf_8_decode(view[pos:stop], "strict", stop == end)[1]
+                window = min(UTF8_WINDOW, 2 * window)
             except UnicodeDecodeError as err:
+                window = UTF8_AFTER_ERROR  # bad bytes come in runs of lines: small steps until the text is good again
                 bad = pos + err.start
                 line += newlines(data, counted_pos, bad)
                 counted_pos = bad
@@ -650,6 +654,8 @@ def _char_start(data: bytes | bytearray, pos: int) -> int:
     return pos
 
 
+UTF8_WINDOW = 16 << 10  # bytes decoded at a time where a chunk may hold invalid UTF-8
+UTF8_AFTER_ERROR = 128  # and after a bad byte, doubling back to UTF8_WINDOW as the text decodes
 INT_MAX = 1 << 63  # the integers JSON readers, orjson and pandas hold
 
 

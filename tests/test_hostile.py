@@ -196,3 +196,19 @@ def test_a_long_line_of_triggers_that_never_parse_is_parsed_a_bounded_number_of_
     from oomlens.blocks import GLUED_TRIES
 
     assert len(parses) <= 2 * (GLUED_TRIES + 2)  # a first parse and a bounded few glued records, per family hit
+
+
+def test_a_bad_byte_on_every_line_is_decoded_once_not_once_per_line(tmp_path, monkeypatch):
+    """Each decoding error holds a copy of all it was given: decoding the rest of a chunk
+    from each bad line on made a chunk with one on every line cost its square (7 s for 4 MB)."""
+    import codecs
+
+    given = []
+    original = codecs.utf_8_decode
+    monkeypatch.setattr(codecs, "utf_8_decode", lambda data, *args: given.append(len(data)) or original(data, *args))
+    log = tmp_path / "worker-01-ffff-4242.err"
+    text = ("\udcff" + OOM.format(size="2.00", gpu=0) + "\n").encode("utf-8", "surrogateescape") * 12_000
+    log.write_bytes(text)
+    found = oomlens.analyze(str(log), jobs=1)
+    assert found.inputs[0].problems == ["12000 line(s) with invalid UTF-8, shown as U+FFFD"]
+    assert sum(given) <= 2 * len(text), (sum(given), len(text))  # each byte about once, whatever the chunk
