@@ -148,7 +148,8 @@ class Transformer(lark.Transformer):
         return {"torch_variant": "cuda_error"}
 
     def cuda_runtime_error(self, items):
-        return {"torch_variant": "cuda_error", "where": str(items[0]) if items[0] else None}
+        _code, where = items  # cudaErrorMemoryAllocation, (2) in every release that prints it
+        return {"torch_variant": "cuda_error", "where": str(where) if where else None}
 
     def cumem(self, items):
         return {"torch_variant": "cuda_error", "allocator": "cumem", "where": str(items[0]) if items[0] else None}
