@@ -43,6 +43,7 @@ from .sources import Input, error_line
 
 if TYPE_CHECKING:
     from .progress import Tick
+    from .watch import Told
 
 # What the reading imports beyond the standard library and Ray's own dependencies, shipped
 # to the nodes as this process has them: (package, needed). An optional one missing here
@@ -354,16 +355,6 @@ def _unread(ip: str, named: dict[str, str], state: str, problem: str) -> Read:
     return NodeInput(ip, problems=[problem], ray_node={**named, "state": state}), [], (0, 0)
 
 
-Uid = tuple[str, int]  # (path, line): one report, read again each round
-
-
-@dataclass
-class _Told:
-    root: frozenset[Uid]
-    cascade: frozenset[Uid]
-    reading: tuple[Any, ...]
-
-
 class Rounds:
     """`watch --cluster`: every node's logs read again each round, as `parse --cluster` reads
     them (the nodes keep no offsets between rounds, so a round costs a whole read); the
@@ -372,34 +363,19 @@ class Rounds:
 
     def __init__(self, address: str, paths: tuple[str, ...] = (), jobs: int | None = None, session: str | None = None, timeout: float | None = None) -> None:
         self.address, self.paths, self.jobs, self.session, self.timeout = address, paths, jobs, session, timeout
-        self.told: list[_Told] = []
+        self.told: list[Told] = []
         self.problems: set[str] = set()
 
     def poll(self) -> tuple[list[dict[str, Any]], list[str]]:
         """One round: the lines to print, and the problems not told before."""
-        from .diagnosis import CONTRACT_VERSION
-        from .outputs.json import incident as contract_incident
         from .pipeline import analyze
+        from .watch import news
 
         try:
             diagnosis = analyze(*self.paths, jobs=self.jobs, session=self.session, cluster=self.address, node_timeout=self.timeout)
         except Exception as err:  # noqa: BLE001 - told once, tried again next round (the cluster may come back)
             return [], self._new([f"the Ray cluster at {self.address} could not be read this round: {error_line(err)}"])
-        lines = []
-        for incident in diagnosis.incidents:
-            root = frozenset((s.path, s.line) for s in incident.root.sources)
-            cascade = frozenset((s.path, s.line) for e in incident.cascade for s in e.sources)
-            shown = contract_incident(diagnosis, incident)
-            reading = tuple(shown[k] for k in ("fingerprint", "component", "memory", "confidence", "phase", "culprit"))
-            told = next((t for t in self.told if t.root & root), None)
-            if told is not None and cascade <= told.cascade and reading == told.reading:
-                continue
-            if told is None:
-                self.told.append(_Told(root, cascade, reading))
-            else:
-                told.root, told.cascade, told.reading = told.root | root, told.cascade | cascade, reading
-            events = [e.to_dict() for e in (incident.root, *incident.cascade)]
-            lines.append({"oomlens": CONTRACT_VERSION, "update": told is not None, "incident": shown, "events": events})
+        lines = news(diagnosis, self.told, lambda source: (source.path, source.line))  # a report, read again each round
         return lines, self._new(diagnosis.problems)
 
     def _new(self, problems: list[str]) -> list[str]:

@@ -25,14 +25,19 @@ from __future__ import annotations
 import io
 import os
 import re
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .diagnosis import CONTRACT_VERSION, diagnose
 from .events import Clue, Event, Source, fold
 from .outputs.json import incident as contract_incident
 from .reduce import READINGS
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
+
+if TYPE_CHECKING:
+    from .diagnosis import Diagnosis
+
 from .sources import ARCHIVE_NAMES, SNIFF, error_line, files_under, hole_problem, is_binary, node_in, role_of, shown
 
 MAX_EVENTS = 500  # failures in the window
@@ -74,9 +79,31 @@ class Followed:
 class Told:
     """What was printed about an incident, to tell only what changed."""
 
-    root: frozenset[Uid]
-    cascade: frozenset[Uid]
+    root: frozenset[Hashable]  # what stays of each report from one round to the next (watch: Uid)
+    cascade: frozenset[Hashable]
     reading: tuple[Any, ...]
+
+
+def news(diagnosis: Diagnosis, told: list[Told], uid: Callable[[Source], Hashable]) -> list[dict[str, Any]]:
+    """The lines to print of `diagnosis`: each incident not in `told` (by `uid`, what stays of
+    a report from one round to the next), or told with a smaller cascade or another reading;
+    `told` learns them. Shared by `watch` and `watch --cluster`."""
+    lines = []
+    for incident in diagnosis.incidents:
+        root = frozenset(uid(s) for s in incident.root.sources)
+        cascade = frozenset(uid(s) for e in incident.cascade for s in e.sources)
+        shown = contract_incident(diagnosis, incident)
+        reading = tuple(shown[k] for k in ("fingerprint", "component", "memory", "confidence", "phase", "culprit"))
+        known = next((t for t in told if t.root & root), None)
+        if known is not None and cascade <= known.cascade and reading == known.reading:
+            continue
+        if known is None:
+            told.append(Told(root, cascade, reading))
+        else:
+            known.root, known.cascade, known.reading = known.root | root, known.cascade | cascade, reading
+        events = [e.to_dict() for e in (incident.root, *incident.cascade)]
+        lines.append({"oomlens": CONTRACT_VERSION, "update": known is not None, "incident": shown, "events": events})
+    return lines
 
 
 class Watcher:
@@ -266,29 +293,7 @@ class Watcher:
         ordered = sorted([*self.events.items(), *self.samples.items()], key=lambda item: item[0][:2])
         events = [e for _, e in ordered]  # fold and diagnose work on copies: these stay for the next round
         clues = [c for _, c in sorted(self.clues.items(), key=lambda item: item[0][:2])]
-        diagnosis = diagnose([], fold(events), clues)
-        lines = []
-        for incident in diagnosis.incidents:
-            root = frozenset(self._uid(s) for s in incident.root.sources)
-            cascade = frozenset(self._uid(s) for e in incident.cascade for s in e.sources)
-            shown = contract_incident(diagnosis, incident)
-            reading = tuple(shown[k] for k in ("fingerprint", "component", "memory", "confidence", "phase", "culprit"))
-            told = next((t for t in self.told if t.root & root), None)
-            if told is not None and cascade <= told.cascade and reading == told.reading:
-                continue
-            if told is None:
-                self.told.append(Told(root, cascade, reading))
-            else:
-                told.root, told.cascade, told.reading = told.root | root, told.cascade | cascade, reading
-            lines.append(
-                {
-                    "oomlens": CONTRACT_VERSION,
-                    "update": told is not None,
-                    "incident": shown,
-                    "events": [e.to_dict() for e in (incident.root, *incident.cascade)],
-                }
-            )
-        return lines
+        return news(diagnose([], fold(events), clues), self.told, self._uid)
 
     def _uid(self, source: Source) -> Uid:
         return self.uids[id(source)]
