@@ -164,6 +164,7 @@ class Cluster:
         _, late = ray.wait(list(asked.values()), num_returns=len(asked), timeout=timeout) if asked else ([], [])
         for ref in late:
             ray.cancel(ref, force=True)
+        read_at: dict[tuple | None, str] = {}  # each logs folder read, and the IP of the node it was read as
         for node in nodes:
             ip, ref = node["NodeManagerAddress"], asked.get(node["NodeID"])
             named = {"id": node["NodeID"], "ip": ip, "state": "read"}
@@ -176,11 +177,16 @@ class Cluster:
                 yield _unread(ip, named, "failed", f"Ray node {node['NodeID']} did not answer within {timeout:g} s (its task was cancelled): nothing read")
                 continue
             try:
-                rows = ray.get(ref)
+                folder, rows = ray.get(ref)
             except Exception as err:  # noqa: BLE001 - a node whose task failed costs only that node
                 cause = getattr(err, "cause", None) or err  # a task's own error, not Ray's wrapping of it
                 yield _unread(ip, named, "failed", f"Ray node {node['NodeID']} could not be read: {error_line(cause)}")
                 continue
+            if folder is not None and folder in read_at:
+                shared = f"its logs folder is that of node {read_at[folder]} on the same host (raylets of one session): read once, as that node's"
+                yield NodeInput(ip, ray_node=named, problems=[shared]), [], (0, 0)
+                continue
+            read_at.setdefault(folder, f"{ip} ({node['NodeID'][:8]})")
             for item, found, reduced in _arrived(rows, ip, named):
                 if progress:
                     progress(item)
@@ -284,18 +290,32 @@ def _modules(folder: str) -> list[str]:
     return shipped
 
 
-def scan_node(paths: list[str] | None, session: str | None, jobs: int, budget: int | None, added: tuple[Family, ...]) -> list[tuple]:
+def scan_node(paths: list[str] | None, session: str | None, jobs: int, budget: int | None, added: tuple[Family, ...]) -> tuple[tuple | None, list[tuple]]:
     """On a node, as a Ray task: read `paths`, or this node's logs of the session the cluster
-    runs (of `session`: found in the node's Ray folder), as `parse` reads them; return each
-    input's facts with its events and clues as rows of plain values (events.to_rows) and
-    its readings' reduction. No log's bytes leave the node."""
+    runs (of `session`: found in the node's Ray folder), as `parse` reads them; return where
+    that folder is (folder_of) and each input's facts with its events and clues as rows of
+    plain values (events.to_rows) and its readings' reduction. No log's bytes leave the node."""
     registry = Registry((*families(), *added), shipped())  # kinds are not read on a node
+    here = None if paths else _here(session)
     out = []
     with contextlib.closing(read_all(paths or [_here(session)], jobs, None, budget, registry, session)) as found:
         for item, events, reduced in found:
             facts = (item.path, item.role, item.pid, item.node, item.bytes, item.lines, item.problems, item.session, item.opener is not None)
             out.append((facts, to_rows(events), reduced))
-    return out
+    return (None if here is None else folder_of(here)), out
+
+
+def folder_of(path: str) -> tuple:
+    """Which folder of which running machine `path` is: nodes of one host may share their
+    logs folder (several raylets in one session, as ray.cluster_utils starts them), whose
+    files are then read once, not once per node."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:  # a host and its boot (Linux); the host's name otherwise
+            machine = fh.read().strip()
+    except OSError:
+        machine = socket.gethostname()
+    st = os.stat(path)
+    return machine, st.st_dev, st.st_ino
 
 
 def _here(session: str | None) -> str:

@@ -310,6 +310,47 @@ def test_a_dead_node_is_one_problem_line_and_the_others_are_read(cluster):
     jsonschema.validate(contract, oomlens.schema())
 
 
+SHARED = """
+import sys
+from ray.cluster_utils import Cluster
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": sys.argv[1], "include_dashboard": False})
+cluster.add_node(num_cpus=1, temp_dir=sys.argv[1])
+cluster.wait_for_nodes()
+print(cluster.address, flush=True)
+sys.stdin.readline()
+cluster.shutdown()
+"""
+
+
+@pytest.mark.slow
+def test_raylets_of_one_host_sharing_a_logs_folder_read_it_once():
+    """ray.cluster_utils starts every raylet in one session folder (raylet.out, raylet.1.out):
+    its files are read once, as the first node's, and the other node says so in one line."""
+    root = Path(tempfile.mkdtemp(prefix="oomlens-ray-"))
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    keeper = subprocess.Popen([sys.executable, "-c", SHARED, str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert keeper.stdout is not None and keeper.stdin is not None
+        address = keeper.stdout.readline().strip()
+        run = _oomlens("parse", "--cluster", address, "--format", "json", env=env)
+        [logs] = root.glob("session_2*/logs")
+        here = _oomlens("parse", str(logs), "--format", "json", env=env)
+    finally:
+        if keeper.stdin is not None:
+            keeper.stdin.close()
+        keeper.wait(timeout=60)
+        _kill_orphans(root)
+        left = _naming(root)
+        shutil.rmtree(root, ignore_errors=True)
+        assert not left, f"Ray processes left running: {left}"
+    contract, local = _contract(run), _contract(here)
+    read = [i["path"].split(":", 1)[1] for i in contract["inputs"] if ":" in i["path"]]
+    assert len(read) == len(set(read)) and set(read) == {i["path"] for i in local["inputs"]}  # each file once
+    told = [i for i in contract["inputs"] if ":" not in i["path"]]
+    assert len(told) == 1 and "on the same host (raylets of one session): read once" in told[0]["problems"][0], told
+    assert len(contract["events"]) == len(local["events"])
+
+
 def test_without_ray_cluster_says_how_to_install_it_in_one_line(tmp_path):
     fake = tmp_path / "ray"
     fake.mkdir()
