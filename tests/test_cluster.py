@@ -184,6 +184,8 @@ def cluster():
         shared = _oomlens("parse", "--cluster", address, copies.as_uri(), "--format", "json", env=env)
         here = _oomlens("parse", copies.as_uri(), "--format", "json", env=env)
         watched = _oomlens("watch", "--cluster", address, str(driver), "--once", env=env)
+        reported = _oomlens("report", "--cluster", address, str(driver), "-o", str(root / "report.html"), "--plotly", "cdn", env=env)
+        page = (root / "report.html").read_text(encoding="utf-8") if reported.returncode == 0 else ""
         api = subprocess.run([sys.executable, "-c", API, address], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
         late = _oomlens("parse", "--cluster", address, "--node-timeout", "0.001", env=env)  # no node answers that fast
 
@@ -194,7 +196,18 @@ def cluster():
         check = f"import ray, sys, time\nray.init(address={address!r})\nwhile any(n['Alive'] for n in ray.nodes() if n['NodeManagerAddress'] == {SPARE_IP!r}): time.sleep(0.2)"
         subprocess.run([sys.executable, "-c", check], env=env, timeout=60, check=True, capture_output=True)
         dead = _oomlens("parse", "--cluster", address, "--format", "json", env=env)
-        yield {"root": root, "live": live, "copied": copied, "shared": shared, "here": here, "watched": watched, "api": api, "late": late, "dead": dead}
+        yield {
+            "root": root,
+            "live": live,
+            "copied": copied,
+            "shared": shared,
+            "here": here,
+            "watched": watched,
+            "reported": (reported, page),
+            "api": api,
+            "late": late,
+            "dead": dead,
+        }
     finally:
         for process in reversed(nodes.values()):
             _stop(process)
@@ -292,6 +305,14 @@ def test_objects_at_a_url_are_shared_out_among_the_nodes_and_read_as_here(cluste
     for event in here["events"]:  # the same event, the copy's places among its sources (the node's own log tells it too)
         assert facts(event) in found and {json.dumps(s, sort_keys=True) for s in event["sources"]} <= found[facts(event)], event
     assert shared["verdict"]["summary"] == here["verdict"]["summary"]
+
+
+@pytest.mark.slow
+def test_report_cluster_writes_the_page_of_the_kill_on_its_node(cluster):
+    run, page = cluster["reported"]
+    assert run.returncode == 0, run.stderr
+    assert "wrote" in run.stdout + run.stderr and "<html" in page.lower()
+    assert VICTIM_IP in page and "preprocess_shard" in page  # the kill, on the node whose monitor made it
 
 
 @pytest.mark.slow
