@@ -21,6 +21,7 @@ before), its task failed, or no answer within the timeout.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import importlib.util
@@ -151,7 +152,7 @@ class Cluster:
 
         registry = registry or Registry.shipped()
         scan = ray.remote(scan_node)
-        nodes = sorted(ray.nodes(), key=lambda n: (n["NodeManagerAddress"], n["NodeID"]))
+        nodes = _nodes()
         if paths is not None:
             nodes = [n for n in nodes if n["NodeID"] in paths]
         asked = {}
@@ -219,7 +220,7 @@ class Cluster:
         except urls.Unreadable:
             walk = []
         objects = [each for each in walk if isinstance(each, tuple)]
-        nodes = sorted((n for n in _ray().nodes() if n["Alive"]), key=lambda n: (n["NodeManagerAddress"], n["NodeID"]))
+        nodes = [n for n in _nodes() if n["Alive"]]
         if not objects or not nodes:
             yield from read_all([url], jobs, progress, budget, registry, session)
             return
@@ -230,14 +231,15 @@ class Cluster:
             share[node].append(path)
             load[node] += size
         arrived: dict[str, list[Read]] = {}  # object -> its inputs (an archive's members, or the object)
+        pending = {node: collections.deque(paths) for node, paths in share.items()}
         for item, found, reduced in self.read(jobs, progress, budget, registry, name, timeout, {k: v for k, v in share.items() if v}):
             node = item.ray_node if isinstance(item, NodeInput) else None
             if node is None or node["state"] != "read":
                 yield item, found, reduced  # a node not read: its objects are read here, below
                 continue
-            queue = share[node["id"]]  # a node's inputs come in the order of its objects
+            queue = pending[node["id"]]  # a node's inputs come in the order of its objects
             while len(queue) > 1 and not (item.path == queue[0] or item.path.startswith(queue[0] + ":")):
-                queue.pop(0)
+                queue.popleft()
             arrived.setdefault(queue[0], []).append((item, found, reduced))
         for each in walk:
             if isinstance(each, Input):  # what the walk tells instead of reading
@@ -246,6 +248,11 @@ class Cluster:
                 yield from arrived.pop(each[0])
             else:
                 yield from read_all([each[0]], 1, progress, budget, registry, name)
+
+
+def _nodes() -> list[dict[str, Any]]:
+    """The cluster's nodes as Ray lists them, by IP: the order their inputs are read in."""
+    return sorted(_ray().nodes(), key=lambda n: (n["NodeManagerAddress"], n["NodeID"]))
 
 
 def _answers(address: str) -> None:
@@ -297,8 +304,9 @@ def scan_node(paths: list[str] | None, session: str | None, jobs: int, budget: i
     plain values (events.to_rows) and its readings' reduction. No log's bytes leave the node."""
     registry = Registry((*families(), *added), shipped())  # kinds are not read on a node
     here = None if paths else _here(session)
+    reading = [here] if here is not None else paths or []
     out = []
-    with contextlib.closing(read_all(paths or [_here(session)], jobs, None, budget, registry, session)) as found:
+    with contextlib.closing(read_all(reading, jobs, None, budget, registry, session)) as found:
         for item, events, reduced in found:
             facts = (item.path, item.role, item.pid, item.node, item.bytes, item.lines, item.problems, item.session, item.opener is not None)
             out.append((facts, to_rows(events), reduced))
