@@ -114,3 +114,19 @@ def test_cut_kill_line():
 )
 def test_look_alikes(text):
     assert parsed(text) == []
+
+
+def test_a_value_that_is_no_number_is_not_known_and_the_kill_is_kept(tmp_path):
+    """A kill line a byte mutation cut short (found by bench/hostile.py's mutated real logs):
+    read again with its wrapped lines joined, the summary's `uid=` ran on into the next
+    line's text, and int() of it lost the whole report as a block oomlens could not read."""
+    path = tmp_path / "syslog"
+    path.write_text(
+        "Apr 16 22:14:48 ip-10-4-6-179 kernel: [ 1388.262738] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,"
+        "mems_allowed=0,global_oom,task_memcg=/docker/5dc36d4084c4ea2a711a290e94e256ebb19cf554c9a253bff3ad5d978b4a32b8,task=python,pid=3178,uid=0\n"
+        "Apr 16 22:14:48 ip-10-4-6-179 kernel: [ 1388.262774] Out of memory: Killed process 3178 (pythonle-rss:0kB, shmem-rss:8kB, UID:0 pgtables:14980kB oom_score_adj:0\n"
+    )
+    diagnosis = analyze(str(path))
+    [kill] = [e for e in diagnosis.events if e.kind == "kernel_oom"]
+    assert (kill.pid, kill.fields["process"], kill.fields["constraint"]) == (3178, "python", "CONSTRAINT_NONE")
+    assert not any("could not read" in p for i in diagnosis.inputs for p in i.problems)

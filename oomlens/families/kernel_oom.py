@@ -17,15 +17,25 @@ EXTRA = ("file_rss_bytes", "shmem_rss_bytes", "constraint", "memcg", "uid")
 # ran out of memory; memcg counters alone are not
 EVIDENCE = ("pid", "selected_pid", "invoker")
 
+
+def _int(text: str) -> int | None:
+    """A number the kernel printed; None for a value that is none (a cut line joined to the
+    next one, a byte changed in a paste), not a block lost."""
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 # name printed by the kernel -> (field, type)
-INVOCATION = {"gfp_mask": ("gfp_mask", str), "order": ("order", int), "oom_score_adj": ("invoker_oom_score_adj", int)}
+INVOCATION = {"gfp_mask": ("gfp_mask", str), "order": ("order", _int), "oom_score_adj": ("invoker_oom_score_adj", _int)}
 SUMMARY = {
     "constraint": ("constraint", str),
     "oom_memcg": ("memcg", str),
     "task_memcg": ("task_memcg", str),
     "task": ("process", str),
-    "pid": ("pid", int),
-    "uid": ("uid", int),
+    "pid": ("pid", _int),
+    "uid": ("uid", _int),
 }
 
 
