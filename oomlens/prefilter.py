@@ -17,12 +17,19 @@ from pathlib import Path
 
 def fast_regex(pattern: bytes):  # -> re.Pattern[bytes] or re2._Regexp
     """A bytes regex compiled by RE2 when it is installed: a DFA, no backtracking over
-    alternatives at every byte. Python's `re` is the fallback."""
+    alternatives at every byte. Python's `re` is the fallback.
+
+    RE2 reads its text as Latin-1, one character a byte, as `re` reads bytes: in RE2's
+    default UTF-8 mode a byte that is not UTF-8 matches no `.` or negated class, and a
+    trigger on a line with one (a mutated or cut log) was missed where RE2 looked and
+    found where `re` did."""
     try:
         import re2
     except ImportError:
         return re.compile(pattern)
-    return re2.compile(pattern)
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    return re2.compile(pattern, options)
 
 
 class Prefilter:

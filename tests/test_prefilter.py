@@ -276,3 +276,23 @@ def test_a_line_that_does_not_parse_costs_one_parse_per_trigger_it_holds(monkeyp
     found = list(Scanner(FileContext("x.log")).events(io.BytesIO(line.encode())))
     assert len(calls) <= 4, len(calls)  # a parse at every word before it: 2,696
     assert [c.fields["settings"] for c in found if c.kind == "setting"] == [{"max_model_len": 5}]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_hits_on_lines_with_bytes_that_are_not_utf8_are_the_same_for_every_engine(seed):
+    """A mutated or cut log puts bytes that are not UTF-8 inside trigger lines: hyperscan,
+    RE2 and `re` read bytes alike (RE2 as Latin-1), so a hit is found whichever looks."""
+    import random
+
+    trigger = Trigger(families())
+    rng = random.Random(seed)
+    data = bytearray(_all_fixture_bytes())
+    for at in rng.sample(range(len(data)), len(data) // 200):  # one byte in 200 replaced by a byte no UTF-8 text holds
+        if data[at] != 0x0A:
+            data[at] = rng.choice([0x80, 0xBF, 0xC0, 0xED, 0xF5, 0xFF])
+    data = bytes(data)
+    slow = re.compile(trigger.regex.pattern)
+    by_re = [(m.start(), trigger.by_group[m.lastindex]) for m in slow.finditer(data)]
+    assert [(m.start(), trigger.by_group[m.lastindex]) for m in trigger.regex.finditer(data)] == by_re
+    assert list(trigger.finditer(data, 0, len(data))) == by_re
+    assert len(by_re) > 1000
