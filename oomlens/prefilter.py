@@ -64,22 +64,24 @@ class Prefilter:
         self.database.scan(memoryview(data)[pos:end], match_event_handler=lambda pattern, _from, to, _flags, _ctx: found.append((pos + to, pattern)))
         return found
 
-    def spans(self, data: bytes | bytearray, pos: int, end: int) -> list[tuple[int, int, int, int, set[int]]]:
-        """(start, stop, first, last, patterns) of each run of lines of data[pos:end] holding a
+    def spans(self, data: bytes | bytearray, pos: int, end: int) -> list[tuple[int, int, int, int, dict[int, list[int]]]]:
+        """(start, stop, first, last, ends) of each run of lines of data[pos:end] holding a
         match, in order: where the run's first and last matches end (none ends sooner or
-        later), and the indexes of the patterns that match there."""
-        found: list[tuple[int, int, int, int, set[int]]] = []
+        later), and by the index of each pattern that matches there, where its matches end
+        (every end, in order)."""
+        found: list[tuple[int, int, int, int, dict[int, list[int]]]] = []
         for stop, pattern in sorted(self._matches(data, pos, end)):
             if found and stop <= found[-1][1]:  # in the run already
-                lo, hi, first, _, patterns = found[-1]
-                found[-1] = (lo, hi, first, stop, patterns | {pattern})
-                continue
-            lo, hi = _line_around(data, stop - 1, pos, end)  # the line of the match's last byte
-            if found and lo <= found[-1][1]:
-                lo, _, first, _, patterns = found[-1]
-                found[-1] = (lo, hi, first, stop, patterns | {pattern})
+                lo, hi, first, _, ends = found[-1]
             else:
-                found.append((lo, hi, stop, stop, {pattern}))
+                lo, hi = _line_around(data, stop - 1, pos, end)  # the line of the match's last byte
+                if found and lo <= found[-1][1]:
+                    lo, _, first, _, ends = found[-1]
+                else:
+                    first, ends = stop, {}
+                    found.append((lo, hi, first, stop, ends))
+            ends.setdefault(pattern, []).append(stop)
+            found[-1] = (lo, hi, first, stop, ends)
         return found
 
     def any(self, data: bytes | bytearray, pos: int, end: int) -> bool:

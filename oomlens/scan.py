@@ -10,6 +10,7 @@ hit that has none, not kept for every line.
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import re
 import weakref
@@ -108,41 +109,73 @@ class Trigger:
         self.lines = Prefilter([t for alts in alternatives for t in alts])
         self.reach = [_reach(t) for alts in alternatives for t in alts]  # of each trigger's longest match
 
-    def finditer(self, data: bytes | bytearray, pos: int, end: int) -> Iterator[tuple[int, Family | None]]:
+    def finditer(self, data: bytes | bytearray, pos: int, end: int, skip: dict[str, int] | None = None) -> Iterator[tuple[int, Family | None]]:
         """(offset, family) of each hit in data[pos:end]; the family is None where a worker
-        file announces its actor or task."""
+        file announces its actor or task.
+
+        `skip` is the caller's: by family name, the line start before which it takes no more
+        of that family's hits (the end of the block it read), read each time a hit is given."""
         if not self.lines.usable:
             for m in self.regex.finditer(data, pos, end):
                 yield m.start(), self.by_group[m.lastindex]
             return
-        for lo, hi, first, last, patterns in self.lines.spans(data, pos, end):
-            # no match ends before the run's first one, so none starts more than its trigger's
-            # reach before that: `re` starts there, not at the start of a long line
+        for lo, hi, _first, last, ends in self.lines.spans(data, pos, end):
+            # no match of a trigger ends before its first end in the run, so none starts more
+            # than its reach before that: the regex starts there, not at the start of a long line
             starts: dict[int, int] = {}
-            for p in patterns:
+            for p, at_ends in ends.items():
                 reach = self.reach[p]
-                at = lo if reach is None else max(lo, first - reach)
+                at = lo if reach is None else max(lo, at_ends[0] - reach)
                 family = self.family_of[p]
                 starts[family] = min(starts.get(family, at), at)
-            yield from self._hits(data, hi, last, starts)
+            if len(starts) == 1:
+                yield from self._alone(data, hi, starts.popitem(), ends, skip or {})
+            else:
+                yield from self._hits(data, hi, last, starts)
+
+    def _alone(
+        self, data: bytes | bytearray, hi: int, start: tuple[int, int], ends: dict[int, list[int]], skip: dict[str, int]
+    ) -> Iterator[tuple[int, Family | None]]:
+        """The hits of a run of lines ending at `hi` where one family's triggers alone matched
+        (most runs), as finditer gives them: each the leftmost match from where the one
+        before ended. Hyperscan told where each match of each trigger ends, so no match
+        starts before the next such end less that trigger's reach: the regex is asked from
+        there, over the few bytes before the match, not over the rest of a long line (a step
+        line of 150 metrics holds three memory triggers). Where the caller skips to the end
+        of the block it read (`skip`), and that is a line start, the next hit is looked for
+        from there: a trigger matches within one line, so the matches from there on are the
+        ones finditer would give."""
+        family, at = start
+        member = self.members[family]
+        name = member.name if member is not None else ""
+        reaches = [(self.reach[p], at_ends) for p, at_ends in ends.items()]
+        while at < hi:
+            lo = nearest = hi
+            for reach, at_ends in reaches:
+                i = bisect.bisect_right(at_ends, at)  # the first match of it that may start at `at` or after ends past `at`
+                if i < len(at_ends):
+                    nearest = min(nearest, at_ends[i])
+                    lo = min(lo, at if reach is None else max(at, at_ends[i] - reach))
+            if lo >= hi:  # no match ends past `at`: none starts there or after
+                return
+            # `re` tries each alternative at every byte where no literal leads them all: over
+            # a long stretch (a trigger of no bounded reach) RE2's DFA is ten times faster
+            m = (self.own_long if nearest - lo > LONG_SPAN else self.own)[family].search(data, lo, hi)
+            if m is None:
+                return
+            yield m.start(), member
+            at, after = max(m.end(), m.start() + 1), skip.get(name, -1)
+            if after > at and data[after - 1] == 0x0A:  # a block's end inside a long line is no line start
+                at = after
 
     def _hits(self, data: bytes | bytearray, hi: int, last: int, starts: dict[int, int]) -> Iterator[tuple[int, Family | None]]:
-        """The hits RE2's alternation finds in a run of lines ending at `hi`, read with the
-        regexes of just the families hyperscan saw there, each from where its matches may
-        start (over a short span `re` on one family's literals answers several times sooner
-        than RE2, whose Python wrapper costs more per call). Each family's leftmost match stands; the leftmost of them wins, the first
-        family on a tie, and those it overlaps look again after it (unless it ends where the
-        run's last match ends). One family alone (most runs): its matches one after another,
-        as finditer gives them."""
-        if len(starts) == 1:
-            [(family, start)] = starts.items()
-            member = self.members[family]
-            # `re` tries each alternative at every byte where no literal leads them all: over
-            # a long line (a step line of 150 metrics) RE2's DFA is ten times faster
-            own = self.own_long[family] if hi - start > LONG_SPAN else self.own[family]
-            for m in own.finditer(data, start, hi):
-                yield m.start(), member
-            return
+        """The hits RE2's alternation finds in a run of lines ending at `hi` where several
+        families' triggers matched, read with the regexes of just those families, each from
+        where its matches may start (over a short span `re` on one family's literals answers
+        several times sooner than RE2, whose Python wrapper costs more per call). Each
+        family's leftmost match stands; the leftmost of them wins, the first family on a
+        tie, and those it overlaps look again after it (unless it ends where the run's last
+        match ends)."""
         found = {}
         for family, start in starts.items():
             m = (self.own_long if hi - start > LONG_SPAN else self.own)[family].search(data, start, hi)
@@ -386,7 +419,7 @@ class Scanner:
                 if (held := ref()) is not None:
                     self._set_latest(held, after[0], after[1])
             self._open.clear()
-        for pos, fam in self.trigger.finditer(data, begin, end):
+        for pos, fam in self.trigger.finditer(data, begin, end, skip_until):
             if pos >= cut:
                 break
             if fam is None:

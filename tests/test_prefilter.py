@@ -144,7 +144,8 @@ def test_compiled_prefilters_are_cached_and_a_bad_cache_is_rebuilt(tmp_path, mon
     cached_file.write_bytes(b"not a database")
     rebuilt = Prefilter(["CUDA out of memory", r"\d\d:\d\d:\d\d"])
     assert fresh.spans(data, 0, len(data)) == loaded.spans(data, 0, len(data)) == rebuilt.spans(data, 0, len(data))
-    assert fresh.spans(data, 0, len(data)) == [(2, len(data), 21, len(data) - 8, {0, 1})]  # first and last match ends
+    # the first and last match ends, and each pattern's
+    assert fresh.spans(data, 0, len(data)) == [(2, len(data), 21, len(data) - 8, {1: [21], 0: [len(data) - 8]})]
     assert cached_file.read_bytes() != b"not a database"  # written again
 
 
@@ -296,3 +297,42 @@ def test_hits_on_lines_with_bytes_that_are_not_utf8_are_the_same_for_every_engin
     assert [(m.start(), trigger.by_group[m.lastindex]) for m in trigger.regex.finditer(data)] == by_re
     assert list(trigger.finditer(data, 0, len(data))) == by_re
     assert len(by_re) > 1000
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_hits_skipped_by_the_caller_are_the_ones_it_would_have_passed_over(seed):
+    """The scanner takes no hit of a family before the end of the block it read last
+    (skip_until); the hit reader, told that end, goes on from there. What the caller takes
+    is the same as when it is handed every hit and passes over those before the end, for
+    ends at the next line, lines further on, and inside a line (where nothing is skipped)."""
+    import random
+
+    pytest.importorskip("hyperscan")
+    trigger = Trigger(families())
+    data = _all_fixture_bytes()
+    data += b"".join(b"(TaskRunner pid=1) step:%d - " % i + b" - ".join(b"perf/max_memory_allocated_gb:%d.5" % k for k in range(3)) + b"\n" for i in range(200))
+
+    def block_end(pos: int) -> int:  # where the block read at `pos` ends: chosen from `pos` alone
+        pick = random.Random(seed * 7919 + pos).random()
+        line_end = data.find(b"\n", pos) + 1 or len(data)
+        if pick < 0.6:
+            return line_end
+        if pick < 0.9:
+            for _ in range(int(pick * 10)):
+                line_end = data.find(b"\n", line_end) + 1 or len(data)
+            return line_end
+        return pos + 3  # inside the line
+
+    def take(hits, skip):
+        taken = []
+        for pos, fam in hits:
+            name = fam.name if fam else ""
+            if pos < skip.get(name, -1):
+                continue
+            taken.append((pos, name))
+            skip[name] = block_end(pos)
+        return taken
+
+    every = list(trigger.finditer(data, 0, len(data)))
+    told: dict[str, int] = {}
+    assert take(trigger.finditer(data, 0, len(data), told), told) == take(every, {})
