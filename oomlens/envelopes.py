@@ -16,6 +16,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass
+from typing import cast
 
 from .times import TIME_BY_NAME, Stamp, stamp_of_groups, with_times
 
@@ -94,11 +95,28 @@ def _apply(envelope: Envelope, line: Line, m: re.Match) -> None:
         line.rank = int(g["rank"])
 
 
-def _load_envelopes() -> tuple[re.Pattern[str], tuple[Envelope, ...]]:
+def _lead(pattern: str) -> int | None:
+    """How many characters at most a match of a debris pattern runs before the `[` it holds
+    (every colour code has one), from sre's parse of its top level; None when no `[` stands
+    there."""
+    from re import _constants, _parser
+
+    parsed = _parser.parse(pattern)
+    width = 0
+    for item in parsed:
+        if item == (_constants.LITERAL, ord("[")):
+            return width
+        width += _parser.SubPattern(parsed.state, [item]).getwidth()[1]
+    return None
+
+
+def _load_envelopes() -> tuple[re.Pattern[str], int | None, tuple[Envelope, ...]]:
     from .data import load
 
     table = load("envelopes.toml")
     debris = re.compile("|".join(d["pattern"] for d in table["debris"]))
+    leads = [_lead(d["pattern"]) for d in table["debris"]]
+    lead = None if None in leads else max(cast("list[int]", leads))
     envelopes = tuple(
         Envelope(
             e["name"],
@@ -112,12 +130,36 @@ def _load_envelopes() -> tuple[re.Pattern[str], tuple[Envelope, ...]]:
         )
         for e in table["envelope"]
     )
-    return debris, envelopes
+    return debris, lead, envelopes
 
 
 # Each alternative of the debris begins with its own literal, so `re` skips every other
 # character at C speed (an optional prefix made it try each position of the line).
-ANSI, ENVELOPES = _load_envelopes()
+ANSI, DEBRIS_LEAD, ENVELOPES = _load_envelopes()
+
+
+def without_debris(text: str) -> str:
+    """The text with every colour code removed, as ANSI.sub removes them. Each code holds a
+    `[` at most DEBRIS_LEAD characters after its start, so none starts before the next `[`
+    less that: the codes are looked for from there, and the text after the last `[` (most
+    of a 4 KB step line behind its Ray prefix) is not searched."""
+    at = text.find("[")
+    if at < 0:
+        return text
+    if DEBRIS_LEAD is None:  # a code of the table without a `[` of its own
+        return ANSI.sub("", text)
+    pieces, pos = [], 0
+    while at >= 0:
+        m = ANSI.search(text, max(pos, at - DEBRIS_LEAD))
+        if m is None:
+            break
+        pieces.append(text[pos : m.start()])
+        pos = m.end()
+        at = text.find("[", pos)
+    pieces.append(text[pos:])
+    return "".join(pieces)
+
+
 # the envelopes worth trying on a line, by its first character
 _ANY_FIRST = tuple(e for e in ENVELOPES if not e.first)
 _ASCTIME = re.compile(TIME_BY_NAME["iso"].pattern)  # Ray's structured logs' "asctime"
@@ -164,7 +206,7 @@ def _json_record(text: str) -> Line | None:
 
 def peel(raw: str) -> Line:
     """Peel every envelope of one physical line; the message is what remains."""
-    text = ANSI.sub("", raw.rstrip("\r\n")) if "[" in raw else raw.rstrip("\r\n")
+    text = without_debris(raw.rstrip("\r\n"))
     if text.startswith('{"'):
         record = _json_record(text)
         if record is not None:
@@ -223,7 +265,7 @@ def added_heads(line: str) -> list[int]:
 def starts_record(line: str) -> bool:
     """Whether a line begins as a record of its own: with an envelope of the table that
     marks one (behind any number of those that do not, a line number, a quote)."""
-    text = ANSI.sub("", line) if "[" in line else line
+    text = without_debris(line)
     for _ in range(4):  # past a line number or a quote, what begins the line
         found = envelope_at(text)
         if found is None:
@@ -236,6 +278,6 @@ def starts_record(line: str) -> bool:
 
 def first_envelope(line: str) -> str | None:
     """The name of the envelope a line begins with, colour codes aside."""
-    text = ANSI.sub("", line) if "[" in line else line
+    text = without_debris(line)
     found = envelope_at(text)
     return found[0].name if found is not None else None

@@ -126,3 +126,17 @@ def test_no_envelope_eats_message_text():
         "3 Workers (tasks / actors) killed due to memory pressure (OOM)",
     ]:
         assert peel(text).text == text
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_colour_codes_are_removed_as_the_debris_pattern_removes_them(seed):
+    """without_debris looks for codes only from DEBRIS_LEAD characters before each `[`: over
+    random strings of the characters the codes are made of, it removes what ANSI.sub removes."""
+    from oomlens.envelopes import ANSI, DEBRIS_LEAD, without_debris
+
+    assert DEBRIS_LEAD == 6  # `\\u001b[` is the longest way to write the ESC before a code's `[`
+    rng = random.Random(seed)
+    alphabet = ["\x1b", "[", "[", "3", "6", "m", "0", ";", "?", "K", "\ufffd", "^", "#033", "\\", "x1b", "u001B", "e", "`", "a", " ", "\n"]
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        assert without_debris(text) == ANSI.sub("", text), repr(text)
