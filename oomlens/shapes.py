@@ -35,7 +35,8 @@ def zeroed(text: str) -> str:
 # A number as the shape cache sees it: any width, not glued behind a letter, a digit or a
 # dot (`gpu0`, `fp16` and the tail of an IP stay as written). Its form (sign, fraction,
 # exponent) stays in the shape: a grammar may take an integer where it refuses a fraction.
-NUMBER_RUN = re.compile(r"(?<![A-Za-z_\d.])((-?)\d+(\.\d+)?([eE][-+]?\d+)?)")
+# The look-ahead first: `re` then tries the look-behind only where a sign or digit stands.
+NUMBER_RUN = re.compile(r"(?=[-\d])(?<![A-Za-z_\d.])((-?)\d+(\.\d+)?([eE][-+]?\d+)?)")
 # a number's placeholder in a shape, by (sign, has a fraction, has an exponent)
 FORMS = {(sign, frac, exp): f"{sign}{'0.0' if frac else '0'}{'e0' if exp else ''}" for sign in ("", "-") for frac in (False, True) for exp in (False, True)}
 
