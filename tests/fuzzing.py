@@ -2,9 +2,11 @@
 long run of `make fuzz` (`python tests/fuzzing.py`), which keeps each failure it finds under
 tests/fuzz_regressions/ (the input and what went wrong) for `test_fuzz.py` to replay.
 
-What every input must give: no exception out of `oomlens.analyze` or the renderers, a JSON
-contract that validates, and every event of the untouched lines before the first mutated
-byte (those a mutation could not reach) still found."""
+What every input must give: no exception out of `oomlens.analyze` or the renderers, none
+inside it either (a block whose Transformer raised is left out and told as one oomlens could
+not read: odd text is "not known", never a lost block), a JSON contract that validates, and
+every event of the untouched lines before the first mutated byte (those a mutation could not
+reach) still found."""
 
 from __future__ import annotations
 
@@ -99,6 +101,8 @@ def check(data: bytes, first: int | None, folder: Path, html: bool = False) -> N
     log = folder / "trainer.log"
     log.write_bytes(data)
     diagnosis = oomlens.analyze(str(log), jobs=1)
+    own = [p for i in diagnosis.inputs for p in i.problems if "oomlens could not read" in p]
+    assert not own, f"a block oomlens could not read at {own[0].split('first at ', 1)[-1]}"
     stream = io.BytesIO()
     diagnosis.write_json(stream)
     jsonschema.Draft202012Validator(oomlens.schema()).validate(json.loads(stream.getvalue()))
