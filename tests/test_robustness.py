@@ -81,6 +81,9 @@ def test_same_events_and_verdict(path, name, tmp_path):
         data = apply(step, data)
     moved = tmp_path / path.name
     moved.write_bytes(data)
-    got_events, got_verdict = facts(analyze(str(moved), jobs=1))
+    diagnosis = analyze(str(moved), jobs=1)
+    own = [p for i in diagnosis.inputs for p in i.problems if "oomlens could not read" in p]
+    assert not own, own  # a Transformer that raised on transformed text: a bug, not a skipped block
+    got_events, got_verdict = facts(diagnosis)
     assert sorted(map(str, events - got_events)) == [] and sorted(map(str, got_events - events)) == [], "events lost / gained"
     assert got_verdict == verdict
