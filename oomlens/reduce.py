@@ -6,9 +6,10 @@ that print no time: that many lines wide), and of each bucket only the readings 
 are kept: its first and last, and the lowest and highest of each size it reports. Every
 series shares one level, the finest at which all buckets fit the budget; at level 0 each
 reading is its own bucket, so a run that fits keeps every reading. At WIDEST a series is
-one bucket; where even then the series outnumber the budget (a label with a counter or an
-id in it makes a series of every line), the last level, LABELLESS, makes one series of all
-the labels of a file, process and device.
+one bucket; where even then the series outnumber the budget, two last levels merge them:
+LABELLESS makes one series of all the labels of a file, process and device (a label with a
+counter or an id in it makes a series of every line), and FILEWIDE one of each file (a
+log whose every line names another process or node).
 
 The kept set depends only on the readings, not on the order they come in or on how they are
 split: a reduction of a file's byte ranges, merged, keeps what a reduction of the whole file
@@ -34,6 +35,7 @@ SIZES = ("used_bytes", "allocated_bytes", "reserved_bytes", "cpu_used_bytes")  #
 READINGS = shipped().memory_lines  # the kinds of memory readings (data/kinds.toml: role "reading")
 WIDEST = 65  # the level whose one bucket holds a whole series: 2**64 seconds or lines
 LABELLESS = WIDEST + 1  # and whose one bucket holds every label's series of a file, process and device
+FILEWIDE = WIDEST + 2  # and whose one bucket holds every series of a file: the last level
 
 
 Slot = tuple[int, int]  # where a reading stood: (input, place in that input's list)
@@ -67,16 +69,15 @@ class Reduction:
         bucket = self.buckets.get(key)
         if bucket is None:
             self.buckets[key] = dict.fromkeys(_roles(event), (event, slot, _order(event)))
-            if len(self.buckets) > self.budget and self.level < LABELLESS:
+            if len(self.buckets) > self.budget and self.level < FILEWIDE:
                 self.coarsen(self.level + 1)
         else:
             _keep(bucket, (event, slot, _order(event)))
 
     def coarsen(self, level: int) -> None:
         """Widen every bucket to `level`, and further until all fit the budget (or each
-        file, process and device is one bucket: a budget below their number is exceeded
-        by that)."""
-        level = min(level, LABELLESS)
+        file is one bucket: a budget below the number of files is exceeded by that)."""
+        level = min(level, FILEWIDE)
         while level > self.level:
             merged: dict[tuple, dict[str, Entry]] = {}
             for bucket in self.buckets.values():
@@ -88,7 +89,7 @@ class Reduction:
                     for entry in _distinct(bucket):
                         _keep(home, entry)
             self.buckets, self.level = merged, level
-            if len(self.buckets) > self.budget and level < LABELLESS:
+            if len(self.buckets) > self.budget and level < FILEWIDE:
                 level += 1
 
     def kept(self) -> list[Entry]:
@@ -157,7 +158,9 @@ def _key(event: Event, level: int) -> tuple:
     place on a grid 2**(level - 1) wide of seconds since the epoch where its line printed a
     time (one printed without a zone read as UTC), else of line numbers (a time borrowed
     from an earlier line is shared by every line after it). At LABELLESS, its file, process
-    and device whatever its label."""
+    and device whatever its label; at FILEWIDE, its file."""
+    if level == FILEWIDE:
+        return event.source.path, event.memory
     if level == LABELLESS:
         return event.source.path, event.node, event.pid, event.actor, event.rank, event.gpu, event.memory
     f = event.fields
