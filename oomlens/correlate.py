@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -276,9 +276,22 @@ class _Anchors:
             self.times.insert(at, t)
             self.items.insert(at, (self.number[id(incident)], place, incident))
 
-    def between(self, lo: float, hi: float) -> list[tuple[float, int, int, Incident]]:
-        first, last = bisect.bisect_left(self.times, lo), bisect.bisect_right(self.times, hi)
-        return [(self.times[i], *self.items[i]) for i in range(first, last)]
+    def nearest(self, t: float, lo: float, hi: float) -> Iterator[tuple[float, int, int, Incident]]:
+        """The anchors within [lo, hi], nearest to `t` first: a caller that wants the nearest
+        one that qualifies stops at the first farther than its best, not at the window's
+        end (a failure that repeats every few seconds puts hundreds in a window)."""
+        times = self.times
+        right = bisect.bisect_left(times, t)
+        left = right - 1
+        end = bisect.bisect_right(times, hi)
+        start = bisect.bisect_left(times, lo)
+        while left >= start or right < end:
+            if right >= end or (left >= start and t - times[left] <= times[right] - t):
+                yield (times[left], *self.items[left])
+                left -= 1
+            else:
+                yield (times[right], *self.items[right])
+                right += 1
 
     def roots_between(self, lo: float, hi: float) -> list[tuple[int, Incident]]:
         return self.roots[bisect.bisect_left(self.root_times, lo) : bisect.bisect_right(self.root_times, hi)]
@@ -327,7 +340,9 @@ def _home(incidents: list[Incident], first: int, event: Event, kinds: Kinds, anc
     window = kind.cascade_s
     waited = event.fields.get(kind.waited) if kind.waited is not None else None
     best, best_key = None, None
-    for anchor_t, place, anchor, incident in anchors.between(t - window, t + SKEW_S):
+    for anchor_t, place, anchor, incident in anchors.nearest(t, t - window, t + SKEW_S):
+        if best_key is not None and abs(t - anchor_t) > best_key[0]:
+            break  # the rest are farther: none can beat the best
         if place < first:
             continue
         root = incident.root

@@ -4,6 +4,7 @@ costs no more for the ten-thousandth repeat than for the second."""
 
 from __future__ import annotations
 
+import bisect
 import datetime
 
 import pytest
@@ -108,11 +109,42 @@ def test_finding_each_failure_s_incident_looks_only_near_it(tmp_path, monkeypatc
     the failures within its window, not at every failure of the incident before it."""
     from oomlens import correlate
 
-    looked = []
-    original = correlate._Anchors.between
-    monkeypatch.setattr(correlate._Anchors, "between", lambda self, lo, hi: looked.append(found := original(self, lo, hi)) or found)
+    looked = [0]
+    original = correlate._Anchors.nearest
+
+    def counting(self, t, lo, hi):
+        for anchor in original(self, t, lo, hi):
+            looked[0] += 1
+            yield anchor
+
+    monkeypatch.setattr(correlate._Anchors, "nearest", counting)
     log = tmp_path / "trainer.log"
     log.write_text(_repeats(3000, 10), encoding="utf-8")
     found = analyze(str(log), jobs=1)
     assert len(found.events) == 3000
-    assert sum(len(x) for x in looked) <= 3 * 3000
+    assert looked[0] <= 3 * 3000
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_anchors_come_nearest_first_and_are_all_those_of_the_window(seed):
+    """_home keeps the nearest anchor that qualifies and stops at the first one farther
+    than it: that is the nearest of the window only if every anchor of the window comes,
+    in order of distance (times repeat, and fall on both sides of the event's)."""
+    import random
+
+    from oomlens import correlate
+
+    rng = random.Random(seed)
+    anchors = correlate._Anchors()
+    times = [float(rng.choice([rng.randrange(100), rng.uniform(0, 100)])) for _ in range(400)]
+    for n, t in enumerate(times):
+        at = bisect.bisect_right(anchors.times, t)
+        anchors.times.insert(at, t)
+        anchors.items.insert(at, (n, 0, None))
+    for _ in range(300):
+        t = rng.choice([rng.uniform(-10, 110), rng.choice(times)])
+        lo, hi = t - rng.uniform(0, 40), t + rng.uniform(0, 5)
+        got = list(anchors.nearest(t, lo, hi))
+        distances = [abs(t - a[0]) for a in got]
+        assert distances == sorted(distances)
+        assert sorted(a[1] for a in got) == sorted(n for n, x in enumerate(times) if lo <= x <= hi)
