@@ -64,24 +64,23 @@ class Prefilter:
         self.database.scan(memoryview(data)[pos:end], match_event_handler=lambda pattern, _from, to, _flags, _ctx: found.append((pos + to, pattern)))
         return found
 
-    def spans(self, data: bytes | bytearray, pos: int, end: int) -> list[tuple[int, int, int, int, dict[int, list[int]]]]:
-        """(start, stop, first, last, ends) of each run of lines of data[pos:end] holding a
-        match, in order: where the run's first and last matches end (none ends sooner or
-        later), and by the index of each pattern that matches there, where its matches end
-        (every end, in order)."""
-        found: list[tuple[int, int, int, int, dict[int, list[int]]]] = []
+    def spans(self, data: bytes | bytearray, pos: int, end: int) -> list[tuple[int, int, int, dict[int, list[int]]]]:
+        """(start, stop, last, ends) of each run of lines of data[pos:end] holding a match, in
+        order: where the run's last match ends (none ends later), and by the index of each
+        pattern that matches there, where its matches end (every end, in order)."""
+        found: list[tuple[int, int, int, dict[int, list[int]]]] = []
         for stop, pattern in sorted(self._matches(data, pos, end)):
             if found and stop <= found[-1][1]:  # in the run already
-                lo, hi, first, _, ends = found[-1]
+                lo, hi, _, ends = found[-1]
             else:
                 lo, hi = _line_around(data, stop - 1, pos, end)  # the line of the match's last byte
                 if found and lo <= found[-1][1]:
-                    lo, _, first, _, ends = found[-1]
+                    lo, _, _, ends = found[-1]
                 else:
-                    first, ends = stop, {}
-                    found.append((lo, hi, first, stop, ends))
+                    ends = {}
+                    found.append((lo, hi, stop, ends))
             ends.setdefault(pattern, []).append(stop)
-            found[-1] = (lo, hi, first, stop, ends)
+            found[-1] = (lo, hi, stop, ends)
         return found
 
     def any(self, data: bytes | bytearray, pos: int, end: int) -> bool:

@@ -119,7 +119,7 @@ class Trigger:
             for m in self.regex.finditer(data, pos, end):
                 yield m.start(), self.by_group[m.lastindex]
             return
-        for lo, hi, _first, last, ends in self.lines.spans(data, pos, end):
+        for lo, hi, last, ends in self.lines.spans(data, pos, end):
             # no match of a trigger ends before its first end in the run, so none starts more
             # than its reach before that: the regex starts there, not at the start of a long line
             starts: dict[int, int] = {}
