@@ -109,7 +109,12 @@ def test_every_series_keeps_its_first_last_lowest_and_highest(seed):
     events = readings(rng, 3000)
     budget = rng.choice([10, 60, 500])
     kept = reduce_all(events, budget, rng.randint(1, 4), rng)
-    level = _level(events, budget)
+    series = _each_series_kept(events, kept, _level(events, budget))
+    assert len(kept) <= (2 + 2 * len(SIZES)) * max(budget, 2 * len(series))  # a series: one bucket of timed lines, one of others
+
+
+def _each_series_kept(events: list[Event], kept: set[int], level: int) -> dict[tuple, list[Event]]:
+    """Check that each series at `level` kept its first, last, lowest and highest; the series."""
     series: dict[tuple, list[Event]] = {}
     for e in events:
         series.setdefault(_series(e, level), []).append(e)
@@ -121,7 +126,7 @@ def test_every_series_keeps_its_first_last_lowest_and_highest(seed):
             if sized:
                 assert max(e.fields[name] for e in sized if id(e) in kept) == max(e.fields[name] for e in sized)
                 assert min(e.fields[name] for e in sized if id(e) in kept) == min(e.fields[name] for e in sized)
-    assert len(kept) <= (2 + 2 * len(SIZES)) * max(budget, 2 * len(series))  # a series: one bucket of timed lines, one of others
+    return series
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -140,17 +145,8 @@ def test_labels_of_a_counter_or_an_id_make_no_series_each(seed):
     assert _level(events, budget) == LABELLESS
     for parts in (2, 5):
         assert reduce_all(events, budget, parts, rng) == once
-    series: dict[tuple, list[Event]] = {}
-    for e in events:
-        series.setdefault(_series(e, LABELLESS), []).append(e)
+    series = _each_series_kept(events, once, LABELLESS)
     assert len(once) <= (2 + 2 * len(SIZES)) * len(series) < len(events) // 10
-    for members in series.values():
-        by_line = sorted(members, key=lambda e: (e.source.line, e.text))
-        assert id(by_line[0]) in once and id(by_line[-1]) in once
-        for name in SIZES:
-            sized = [e for e in by_line if e.fields.get(name) is not None]
-            if sized:
-                assert max(e.fields[name] for e in sized if id(e) in once) == max(e.fields[name] for e in sized)
 
 
 def test_a_log_whose_every_line_names_another_process_keeps_a_few_readings_a_file():
@@ -164,13 +160,8 @@ def test_a_log_whose_every_line_names_another_process_keeps_a_few_readings_a_fil
     once = reduce_all(events, 100, 1, rng)
     assert _level(events, 100) == FILEWIDE
     assert reduce_all(events, 100, 4, rng) == once
-    files = {_series(e, FILEWIDE) for e in events}
+    files = _each_series_kept(events, once, FILEWIDE)
     assert len(once) <= (2 + 2 * len(SIZES)) * len(files)
-    for name in SIZES:  # each file's extremes are kept
-        for key in files:
-            sized = [e for e in events if _series(e, FILEWIDE) == key and e.fields.get(name) is not None]
-            if sized:
-                assert max(e.fields[name] for e in sized if id(e) in once) == max(e.fields[name] for e in sized)
 
 
 def test_labels_merge_only_when_the_series_alone_outnumber_the_budget():
