@@ -16,7 +16,6 @@ import math
 import re
 import sys
 from dataclasses import dataclass
-from typing import cast
 
 from .times import TIME_BY_NAME, Stamp, stamp_of_groups, with_times
 
@@ -116,7 +115,7 @@ def _load_envelopes() -> tuple[re.Pattern[str], int | None, tuple[Envelope, ...]
     table = load("envelopes.toml")
     debris = re.compile("|".join(d["pattern"] for d in table["debris"]))
     leads = [_lead(d["pattern"]) for d in table["debris"]]
-    lead = None if None in leads else max(cast("list[int]", leads))
+    lead = None if None in leads else max(n for n in leads if n is not None)
     envelopes = tuple(
         Envelope(
             e["name"],

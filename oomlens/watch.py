@@ -27,17 +27,13 @@ import os
 import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .diagnosis import CONTRACT_VERSION, diagnose
+from .diagnosis import CONTRACT_VERSION, Diagnosis, diagnose
 from .events import Clue, Event, Source, fold
 from .outputs.json import incident as contract_incident
 from .reduce import READINGS
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
-
-if TYPE_CHECKING:
-    from .diagnosis import Diagnosis
-
 from .sources import ARCHIVE_NAMES, SNIFF, error_line, files_under, hole_problem, is_binary, node_in, role_of, shown
 
 MAX_EVENTS = 500  # failures in the window
