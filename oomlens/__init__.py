@@ -38,6 +38,7 @@ _LAZY = {
 def analyze(
     *paths: str,
     jobs: int | None = None,
+    all_events: bool = False,
     all_readings: bool = False,
     registry: Registry | None = None,
     session: str | None = None,
@@ -48,8 +49,10 @@ def analyze(
 
     `jobs` is the number of processes reading files (default: one per core); the
     diagnosis is the same whatever it is. A long run's memory readings are reduced to a
-    fixed budget (the first, last, lowest and highest of each stretch of each series);
-    `all_readings` keeps every one, and memory then grows with the run. `registry` reads
+    fixed budget (the first, last, lowest and highest of each stretch of each series), and
+    so is a flood of failures (the first and last of each stretch of each process and
+    kind); `all_events` keeps every one, and memory then grows with the run
+    (`all_readings`, its name from before failures were reduced, does the same). `registry` reads
     families added to the shipped ones (CONTRIBUTING.md). Each Ray session (a /tmp/ray
     holds many) is correlated on its own; `session` reads one alone: "latest" (the
     newest) or a session folder's name.
@@ -62,7 +65,15 @@ def analyze(
     from .pipeline import analyze as run
     from .reduce import BUCKETS
 
-    return run(*paths, jobs=jobs, budget=None if all_readings else BUCKETS, registry=registry, session=session, cluster=cluster, node_timeout=node_timeout)
+    return run(
+        *paths,
+        jobs=jobs,
+        budget=None if all_events or all_readings else BUCKETS,
+        registry=registry,
+        session=session,
+        cluster=cluster,
+        node_timeout=node_timeout,
+    )
 
 
 def parse_text(text: str, registry: Registry | None = None) -> list[Event]:

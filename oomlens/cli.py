@@ -47,11 +47,14 @@ def _leave(code: int) -> NoReturn:
 
 
 jobs_option = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="processes reading files [default: one per core]")
-readings_option = click.option(
+reduction_option = click.option(
+    "--all-events",
     "--all-readings",
+    "all_events",
     is_flag=True,
-    help="keep every memory reading; by default a long run's are reduced to the first, last, lowest and highest "
-    "of each stretch of each series, so memory stays flat (each input's `readings` says how many were kept)",
+    help="keep every memory reading and every failure; by default a long run's readings are reduced to the first, last, lowest and "
+    "highest of each stretch of each series, and a flood of failures to the first and last of each stretch of each process and kind, "
+    "so memory stays flat (each input's `readings` and `failures` say how many were kept)",
 )
 session_option = click.option(
     "--session",
@@ -107,7 +110,7 @@ def _time(ctx: click.Context, param: click.Parameter, value: str | None) -> date
 def _diagnose(
     paths: tuple[str, ...],
     jobs: int | None,
-    all_readings: bool = False,
+    all_events: bool = False,
     session: str | None = None,
     cluster: str | None = None,
     node_timeout: float | None = None,
@@ -127,7 +130,7 @@ def _diagnose(
     try:
         progress = Progress()
         diagnosis = pipeline.analyze(
-            *paths, jobs=jobs, progress=progress, budget=None if all_readings else BUCKETS, session=session, cluster=cluster, node_timeout=node_timeout
+            *paths, jobs=jobs, progress=progress, budget=None if all_events else BUCKETS, session=session, cluster=cluster, node_timeout=node_timeout
         )
         progress.done()
     except KeyboardInterrupt:
@@ -152,7 +155,7 @@ def _diagnose(
     help="table for people; json is the version-1 contract; jsonl is one event per line; markdown is a summary to paste into a GitHub issue.",
 )
 @jobs_option
-@readings_option
+@reduction_option
 @session_option
 @cluster_option
 @node_timeout_option
@@ -176,7 +179,7 @@ def parse(
     paths: tuple[str, ...],
     fmt: str,
     jobs: int | None,
-    all_readings: bool,
+    all_events: bool,
     session: str | None,
     cluster: str | None,
     node_timeout: float | None,
@@ -209,7 +212,7 @@ def parse(
     # the cycle collector would walk the whole diagnosis once more between reading and
     # writing it (a twentieth of a second for a long run), and find nothing
     with collector.paused():
-        diagnosis = _diagnose(paths, jobs, all_readings, session, cluster, node_timeout)
+        diagnosis = _diagnose(paths, jobs, all_events, session, cluster, node_timeout)
         try:
             _write(diagnosis, fmt, filters, color)
         except BrokenPipeError:  # `oomlens parse ... | head`: the reader has what it wanted
@@ -240,7 +243,7 @@ def parse(
     help="inline: plotly.js inside the page, which opens offline (about 5 MB); cdn: loaded from plotly's CDN (a page of a few hundred KB that needs the network)",
 )
 @jobs_option
-@readings_option
+@reduction_option
 @session_option
 @cluster_option
 @node_timeout_option
@@ -249,7 +252,7 @@ def report(
     output: str,
     plotly: str,
     jobs: int | None,
-    all_readings: bool,
+    all_events: bool,
     session: str | None,
     cluster: str | None,
     node_timeout: float | None,
@@ -265,7 +268,7 @@ def report(
     page then says so), the cluster could not be reached or the report could not be
     written, 2 for a usage error.
     """
-    diagnosis = _diagnose(paths, jobs, all_readings, session, cluster, node_timeout)
+    diagnosis = _diagnose(paths, jobs, all_events, session, cluster, node_timeout)
     from .outputs.html import render, write
 
     try:

@@ -38,7 +38,7 @@ from .events import Clue, Event, from_rows, to_rows
 from .grammars import Family, families, grammar_dir
 from .kinds import shipped
 from .pipeline import Read, read_all
-from .reduce import BUCKETS
+from .reduce import BUCKETS, NOTHING
 from .registry import Registry
 from .sources import Input, error_line
 
@@ -185,7 +185,7 @@ class Cluster:
                 continue
             if folder is not None and folder in read_at:
                 shared = f"its logs folder is that of node {read_at[folder]} on the same host (raylets of one session): read once, as that node's"
-                yield NodeInput(ip, ray_node=named, problems=[shared]), [], (0, 0)
+                yield NodeInput(ip, ray_node=named, problems=[shared]), [], NOTHING
                 continue
             read_at.setdefault(folder, f"{ip} ({node['NodeID'][:8]})")
             for item, found, reduced in _arrived(rows, ip, named):
@@ -243,7 +243,7 @@ class Cluster:
             arrived.setdefault(queue[0], []).append((item, found, reduced))
         for each in walk:
             if isinstance(each, Input):  # what the walk tells instead of reading
-                yield each, [], (0, 0)
+                yield each, [], NOTHING
             elif each[0] in arrived:
                 yield from arrived.pop(each[0])
             else:
@@ -380,7 +380,7 @@ def _read_on(ip: str) -> Callable[[], BinaryIO]:
 
 
 def _unread(ip: str, named: dict[str, str], state: str, problem: str) -> Read:
-    return NodeInput(ip, problems=[problem], ray_node={**named, "state": state}), [], (0, 0)
+    return NodeInput(ip, problems=[problem], ray_node={**named, "state": state}), [], NOTHING
 
 
 class Rounds:

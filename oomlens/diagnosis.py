@@ -48,15 +48,18 @@ class Diagnosis:
         return [f"{i.path}: {p}" for i in self.inputs for p in i.problems]
 
     @property
-    def readings_note(self) -> str | None:
-        """What the reduction of memory readings left out (reduce.py), if anything."""
+    def reduction_notes(self) -> list[str]:
+        """What the reduction of memory readings and of failures left out (reduce.py), if anything."""
+        notes = []
         read, kept = sum(i.readings for i in self.inputs), sum(i.readings_kept for i in self.inputs)
-        if read == kept:
-            return None
-        return (
-            f"memory readings: {read:,} read, {kept:,} kept (the first, last, lowest and highest of each stretch "
-            "of each series; --all-readings keeps every one)"
-        )
+        if read != kept:
+            notes.append(f"memory readings: {read:,} read, {kept:,} kept (the first, last, lowest and highest of each stretch of each series)")
+        read, kept = sum(i.failures for i in self.inputs), sum(i.failures_kept for i in self.inputs)
+        if read != kept:
+            notes.append(f"failures: {read:,} read, {kept:,} kept (a flood: the first and last of each stretch of each process and kind)")
+        if notes:
+            notes[-1] += "; --all-events keeps every one"
+        return notes
 
     @property
     def readable(self) -> bool:

@@ -18,7 +18,7 @@ from .events import Clue, Event, Source, fold, from_rows, name_workers, number, 
 from .grammars import Family, families
 from .layout import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
 from .progress import Tick, counted
-from .reduce import BUCKETS, READINGS, Reduction, reduce_found, restore, restored
+from .reduce import BUCKETS, NOTHING, Reduction, Tally, joined, reduce_found, restore, restored, tally_of
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
 from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, error_line, reopen, session_start
@@ -33,7 +33,7 @@ RANGE_MIN = 32 << 20  # a file this big or bigger is read by several processes, 
 
 def read_input(item: Input, reduction: Reduction | None = None, fams: tuple[Family, ...] | None = None, tick: Tick | None = None) -> list[Event | Clue]:
     """Scan one input; whatever goes wrong while reading becomes a problem of that input.
-    Its memory readings are reduced by `reduction` while it is read (reduce.py), if given;
+    Its events are reduced by `reduction` while they are read (reduce.py), if given;
     `tick` is told the bytes of each read (progress.py).
 
     Even an error of oomlens itself costs only the rest of this input, never the others."""
@@ -46,7 +46,7 @@ def read_input(item: Input, reduction: Reduction | None = None, fams: tuple[Fami
 
 
 def _read(item: Input, events: list, reduction: Reduction | None = None, fams: tuple[Family, ...] | None = None, tick: Tick | None = None) -> None:
-    """Scan `item` into `events` (a reading handed to `reduction` leaves None in its place);
+    """Scan `item` into `events` (an event handed to `reduction` leaves None in its place);
     an error of oomlens itself propagates."""
     if item.opener is None:
         return
@@ -85,8 +85,8 @@ def analyze(
 
     Files on disk are scanned by `jobs` processes (default: one per core); archive members
     and pipes stream through this process. Results are merged in input order, so the
-    diagnosis is the same whatever `jobs` is. Memory readings are kept within `budget`
-    buckets (reduce.py); None keeps every one. `registry`: the families read and what their
+    diagnosis is the same whatever `jobs` is. Memory readings, and failures, are each kept
+    within `budget` buckets (reduce.py); None keeps every one. `registry`: the families read and what their
     kinds mean (registry.py; default: the shipped ones). `session`: read only one Ray
     session, "latest" or a session folder's name (sources.discover); each session read is
     correlated on its own.
@@ -121,8 +121,7 @@ def _inputs(
     yield from read_all(paths, jobs, progress, budget, registry, session)
 
 
-Reduced = tuple[int, int]  # of one input's readings: how many were read, and the reduction's level
-Read = tuple[Input, list[Event | Clue], Reduced]  # one input, what was found in it, and its readings' reduction
+Read = tuple[Input, list[Event | Clue], Tally]  # one input, what was found in it, and its events' reduction
 
 
 def read_all(paths: list[str], jobs: int | None, progress: Tick | None, budget: int | None, registry: Registry, session: str | None) -> Generator[Read]:
@@ -163,10 +162,10 @@ def conclude(read: Iterable[Read], budget: int | None, registry: Registry) -> Di
     diagnosed."""
     kept = _reduction(budget)
     results = []
-    for index, (item, found, (seen, level)) in enumerate(read):
-        item.readings = seen
+    for index, (item, found, tally) in enumerate(read):
+        (item.readings, _), (item.failures, _) = tally
         if kept is not None:
-            kept.coarsen(level)
+            kept.coarsen((tally[0][1], tally[1][1]))
             reduce_found(found, index, kept)
         results.append((item, found))
     if kept is not None:
@@ -176,7 +175,7 @@ def conclude(read: Iterable[Read], budget: int | None, registry: Registry) -> Di
     sessions = sorted({item.session for item, _ in results if item.session is not None})
     by_session: dict[str | None, list[Event]] = {name: [] for name in [*sessions, None]}
     for item, found in results:
-        item.readings_kept = sum(1 for x in found if x.kind in READINGS)
+        (item.readings_kept, _), (item.failures_kept, _) = tally_of(found)
         place = _placer(item, sessions)
         for event in found:
             if event.node is None:  # an archive member may learn its node after it was read
@@ -324,7 +323,7 @@ def _read_range(
     added: tuple[Family, ...] = (),
 ) -> tuple:
     """In a worker process: scan one byte range of a big file (see _ranges). Returns the
-    events as rows numbered as the whole file's lines, its readings reduced as the whole
+    events as rows numbered as the whole file's lines, its events reduced as the whole
     file's would be, the line breaks in its own part, its problems, and the first time its
     own part prints (for events of the range before it that had no time after them)."""
     lo, own_lo, own_hi, hi = span
@@ -410,7 +409,7 @@ def _worker_started() -> None:
 
 def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None, budget: int | None, added: tuple[Family, ...] = ()) -> tuple:
     """In a worker process: scan one file, return what the parent needs of its Input (the
-    events as rows of plain values, events.to_rows) and of its readings' reduction."""
+    events as rows of plain values, events.to_rows) and of its events' reduction."""
     item = reopen(Input(file, role, pid, node, file=file))
     reduction = _reduction(budget)
     found, reduced = _reduced(read_input(item, reduction, (*families(), *added) if added else None), reduction)
@@ -421,12 +420,11 @@ def _reduction(budget: int | None) -> Reduction | None:
     return Reduction(budget) if budget is not None else None
 
 
-def _reduced(found: list[Event | Clue], reduction: Reduction | None) -> tuple[list[Event | Clue], Reduced]:
-    seen = reduction.seen if reduction is not None else sum(1 for x in found if x.kind in READINGS)
-    return found, (seen, reduction.level if reduction is not None else 0)
+def _reduced(found: list[Event | Clue], reduction: Reduction | None) -> tuple[list[Event | Clue], Tally]:
+    return found, reduction.tally() if reduction is not None else tally_of(found)
 
 
-def _collect(item: Input, found: Any) -> tuple[list[Event | Clue], Reduced]:
+def _collect(item: Input, found: Any) -> tuple[list[Event | Clue], Tally]:
     if isinstance(found, list) and found and isinstance(found[0], Future):
         return _collect_ranges(item, found)
     if not isinstance(found, Future):
@@ -435,15 +433,15 @@ def _collect(item: Input, found: Any) -> tuple[list[Event | Clue], Reduced]:
         rows, item.bytes, item.lines, problems, reduced = found.result()
     except Exception as err:  # noqa: BLE001 - a worker that died costs only its input
         item.problems.append(f"oomlens failed on this input (please report): {error_line(err)}")
-        return [], (0, 0)
+        return [], NOTHING
     item.problems.extend(problems)
     return from_rows(rows), reduced
 
 
-def _collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Clue], Reduced]:
+def _collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Clue], Tally]:
     """One file's events from its ranges, as a scan of the whole file gives them: an event
     with no time after it in its range ends its interval at the first time a later range
-    prints; the ranges' readings are reduced together."""
+    prints; the ranges' events are reduced together."""
     assert item.file is not None  # only a file on disk is read in ranges (see _ranges)
     found: list[Event | Clue] = []
     lines = 0
@@ -453,10 +451,9 @@ def _collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Cl
         results = [future.result() for future in futures]
     except Exception as err:  # noqa: BLE001 - a worker that died costs only its input
         item.problems.append(f"oomlens failed on this input (please report): {error_line(err)}")
-        return [], (0, 0)
-    long_lines = bad_lines = seen = level = 0
-    for rows, own_lines, (problems, (longs, bads)), (first, first_node), open_at, year, (part_seen, part_level) in results:
-        seen, level = seen + part_seen, max(level, part_level)
+        return [], NOTHING
+    long_lines = bad_lines = 0
+    for rows, own_lines, (problems, (longs, bads)), (first, first_node), open_at, year, _ in results:
         long_lines, bad_lines = long_lines + longs, bad_lines + bads
         ctx.year = ctx.year or year
         if first is not None and pending:
@@ -470,7 +467,7 @@ def _collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Cl
         item.problems.extend(problems)
     item.problems.extend(counted_problems(long_lines, bad_lines))
     item.bytes, item.lines = item.size, lines + (1 if item.size and not _ends_with_break(item.file) else 0)
-    return found, (seen, level)
+    return found, joined([result[-1] for result in results])
 
 
 def _ends_with_break(path: str) -> bool:

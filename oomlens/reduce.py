@@ -1,17 +1,21 @@
-"""Reduce: memory readings kept within a fixed budget, whatever the length of the run.
+"""Reduce: memory readings and failures kept within a fixed budget, whatever the length of the run.
 
-A week-long run prints millions of memory lines. Each series (one file, process, device and
-label) is cut into time buckets on a grid aligned to the epoch, 2**(level - 1) seconds wide (lines
-that print no time: that many lines wide), and of each bucket only the readings that matter
-are kept: its first and last, and the lowest and highest of each size it reports. Every
-series shares one level, the finest at which all buckets fit the budget; at level 0 each
-reading is its own bucket, so a run that fits keeps every reading. At WIDEST a series is
-one bucket; where even then the series outnumber the budget, two last levels merge them:
-LABELLESS makes one series of all the labels of a file, process and device (a label with a
-counter or an id in it makes a series of every line), and FILEWIDE one of each file (a
-log whose every line names another process or node).
+A week-long run prints millions of memory lines, and a run that fails in a loop can print
+the same failure by the hundred thousand (a CUDA OOM at every step, a watchdog at every
+collective). Readings and failures are two pools, each reduced on its own. Each series (one
+file, kind, process, device and label) is cut into time buckets on a grid aligned to the
+epoch, 2**(level - 1) seconds wide (lines that print no time: that many lines wide), and of
+each bucket only what matters is kept: its first and last, and of a pool of readings the
+lowest and highest of each size it reports. Every series of a pool shares one level, the
+finest at which all its buckets fit the budget; at level 0 each event is its own bucket, so
+a run that fits keeps every one. At WIDEST a series is one bucket; where even then the
+series outnumber the budget, two last levels merge them: LABELLESS makes one series of all
+the labels of a file, kind, process and device (a label with a counter or an id in it makes
+a series of every line), and FILEWIDE one of each file and kind (a log whose every line
+names another process or node). Kinds never merge: a failure of one kind never stands for
+another's.
 
-The kept set depends only on the readings, not on the order they come in or on how they are
+The kept set depends only on the events, not on the order they come in or on how they are
 split: a reduction of a file's byte ranges, merged, keeps what a reduction of the whole file
 keeps (a coarser bucket is the union of finer ones, and its extremes are among theirs).
 """
@@ -26,86 +30,124 @@ from typing import cast
 from .events import Clue, Event, seconds
 from .kinds import shipped
 
-# Buckets kept over all series, at most 2 + 2 x len(SIZES) readings each. From the memory a
-# run may take (300 MB over 3 processes, each about 35 MB before it reads anything): a
-# reading costs 2 to 5 KB as an event (a step line of 150 metrics keeps its text), and a
-# process keeps up to 8 per bucket.
+# Buckets kept over all series of a pool, at most 2 + 2 x len(SIZES) readings or 2 failures each.
+# From the memory a run may take (300 MB over 3 processes, each about 35 MB before it reads
+# anything): an event costs 2 to 5 KB (a step line of 150 metrics keeps its text), and a
+# process keeps up to 8 per bucket of readings and 2 of failures.
 BUCKETS = 2048
+FAILURE_SHARE = 2  # failures have twice the budget's buckets: a crash of a thousand ranks (some 3,000 failures) is not reduced at all
 SIZES = ("used_bytes", "allocated_bytes", "reserved_bytes", "cpu_used_bytes")  # what timeline.py draws
-READINGS = shipped().memory_lines  # the kinds of memory readings (data/kinds.toml: role "reading")
+READINGS = shipped().memory_lines  # the kinds of memory readings (data/kinds.toml: role "reading"); every other kind is a failure
 WIDEST = 65  # the level whose one bucket holds a whole series: 2**64 seconds or lines
-LABELLESS = WIDEST + 1  # and whose one bucket holds every label's series of a file, process and device
-FILEWIDE = WIDEST + 2  # and whose one bucket holds every series of a file: the last level
+LABELLESS = WIDEST + 1  # and whose one bucket holds every label's series of a file, kind, process and device
+FILEWIDE = WIDEST + 2  # and whose one bucket holds every series of a file and kind: the last level
 
 
-Slot = tuple[int, int]  # where a reading stood: (input, place in that input's list)
+Slot = tuple[int, int]  # where an event stood: (input, place in that input's list)
 Entry = tuple[Event, Slot, tuple]  # and its place in its series (see _order)
+Tally = tuple[tuple[int, int], tuple[int, int]]  # (events added, level) of the readings, then of the failures
+NOTHING: Tally = ((0, 0), (0, 0))  # the tally of an input nothing was read of
 MIN = {name: "min " + name for name in SIZES}  # the roles of a bucket, by size
 MAX = {name: "max " + name for name in SIZES}
 
 
 @dataclass
-class Reduction:
-    """The kept readings of one or more inputs, by series and bucket. `seen` counts every
-    reading added, `level` is the grid's (see _key)."""
+class Pool:
+    """The buckets of one pool, readings or failures: at most `budget` of them, unless each
+    file and kind is one. `seen` counts every event added, `level` is the grid's (see
+    _key); each bucket keeps the extremes of `sizes`."""
 
-    budget: int = BUCKETS
+    budget: int
+    sizes: tuple[str, ...]
     level: int = 0
     seen: int = 0
     buckets: dict[tuple, dict[str, Entry]] = field(default_factory=dict)
 
+
+class Reduction:
+    """The kept events of one or more inputs, by pool, series and bucket, within `budget`
+    buckets of readings and FAILURE_SHARE times that of failures."""
+
+    def __init__(self, budget: int = BUCKETS) -> None:
+        self.readings = Pool(budget, SIZES)
+        self.failures = Pool(budget * FAILURE_SHARE, ())
+
     def take(self, x: Event | Clue, slot: Slot) -> Event | Clue | None:
-        """`x` itself, or None when it is a reading, which the reduction takes (`restore`
-        puts it back at `slot` if it is kept)."""
-        if isinstance(x, Event) and x.kind in READINGS:
+        """`x` itself when it is a clue; None when it is an event, which the reduction takes
+        (`restore` puts it back at `slot` if it is kept)."""
+        if isinstance(x, Event):
             self.add(x, slot)
             return None
         return x
 
     def add(self, event: Event, slot: Slot) -> None:
-        """Take one reading; it is kept for as long as it is an extreme of its bucket."""
-        self.seen += 1
-        key = _key(event, self.level)
-        bucket = self.buckets.get(key)
+        """Take one event; it is kept for as long as it holds a role of its bucket."""
+        pool = self.readings if event.kind in READINGS else self.failures
+        pool.seen += 1
+        key = _key(event, pool.level)
+        bucket = pool.buckets.get(key)
         if bucket is None:
-            self.buckets[key] = dict.fromkeys(_roles(event), (event, slot, _order(event)))
-            if len(self.buckets) > self.budget and self.level < FILEWIDE:
-                self.coarsen(self.level + 1)
+            pool.buckets[key] = dict.fromkeys(_roles(event, pool.sizes), (event, slot, _order(event)))
+            if len(pool.buckets) > pool.budget and pool.level < FILEWIDE:
+                self._coarsen(pool, pool.level + 1)
         else:
-            _keep(bucket, (event, slot, _order(event)))
+            _keep(bucket, (event, slot, _order(event)), pool.sizes)
 
-    def coarsen(self, level: int) -> None:
-        """Widen every bucket to `level`, and further until all fit the budget (or each
-        file is one bucket: a budget below the number of files is exceeded by that)."""
+    def coarsen(self, levels: tuple[int, int]) -> None:
+        """Widen the buckets of the readings and of the failures to at least these levels."""
+        self._coarsen(self.readings, levels[0])
+        self._coarsen(self.failures, levels[1])
+
+    def _coarsen(self, pool: Pool, level: int) -> None:
+        """Widen every bucket of `pool` to `level`, and further until all fit the budget (or
+        each file and kind is one bucket: a budget below their number is exceeded by that)."""
         level = min(level, FILEWIDE)
-        while level > self.level:
+        while level > pool.level:
             merged: dict[tuple, dict[str, Entry]] = {}
-            for bucket in self.buckets.values():
+            for bucket in pool.buckets.values():
                 key = _key(bucket["first"][0], level)
                 home = merged.get(key)
                 if home is None:
                     merged[key] = bucket
                 else:
                     for entry in _distinct(bucket):
-                        _keep(home, entry)
-            self.buckets, self.level = merged, level
-            if len(self.buckets) > self.budget and level < FILEWIDE:
+                        _keep(home, entry, pool.sizes)
+            pool.buckets, pool.level = merged, level
+            if len(pool.buckets) > pool.budget and level < FILEWIDE:
                 level += 1
 
+    def tally(self) -> Tally:
+        """How many readings and failures were added, and the level of each pool."""
+        return (self.readings.seen, self.readings.level), (self.failures.seen, self.failures.level)
+
     def kept(self) -> list[Entry]:
-        """Every reading kept, once each, in no particular order."""
-        return [entry for bucket in self.buckets.values() for entry in _distinct(bucket)]
+        """Every event kept, once each, in no particular order."""
+        return [entry for pool in (self.readings, self.failures) for bucket in pool.buckets.values() for entry in _distinct(bucket)]
+
+
+def joined(tallies: list[Tally]) -> Tally:
+    """The tally of several reductions merged into one (the byte ranges of one file)."""
+    seen_r = sum(t[0][0] for t in tallies)
+    seen_f = sum(t[1][0] for t in tallies)
+    return (seen_r, max((t[0][1] for t in tallies), default=0)), (seen_f, max((t[1][1] for t in tallies), default=0))
+
+
+def tally_of(found: list[Event | Clue]) -> Tally:
+    """The tally of events no reduction took: every reading and failure among `found`, at level 0."""
+    events = [x for x in found if isinstance(x, Event)]
+    readings = sum(1 for e in events if e.kind in READINGS)
+    return (readings, 0), (len(events) - readings, 0)
 
 
 def reduce_found(found: list, index: int, reduction: Reduction) -> None:
-    """Hand the readings among `found` (the events and clues of input number `index`) to
+    """Hand the events among `found` (the events and clues of input number `index`) to
     `reduction`, each replaced by None where it stood; `restore` puts back the kept ones."""
     for place, x in enumerate(found):
         found[place] = reduction.take(x, (index, place))
 
 
 def restore(lists: list[list], reduction: Reduction) -> None:
-    """Put each kept reading back in its place and close the gaps of the others."""
+    """Put each kept event back in its place and close the gaps of the others."""
     for event, (index, place), _ in reduction.kept():
         lists[index][place] = event
     for found in lists:
@@ -113,8 +155,8 @@ def restore(lists: list[list], reduction: Reduction) -> None:
 
 
 def restored(found: list[Event | Clue | None], reduction: Reduction | None) -> list[Event | Clue]:
-    """One input's `found`, its kept readings put back in place and its gaps closed (as it
-    is when there is no reduction: then no reading left a gap)."""
+    """One input's `found`, its kept events put back in place and its gaps closed (as it
+    is when there is no reduction: then no event left a gap)."""
     if reduction is not None:
         restore([found], reduction)
     return cast("list[Event | Clue]", found)  # no None is left in it
@@ -124,25 +166,25 @@ def _distinct(bucket: dict[str, Entry]) -> list[Entry]:
     return list({id(entry[0]): entry for entry in bucket.values()}.values())
 
 
-def _roles(event: Event) -> list[str]:
+def _roles(event: Event, sizes: tuple[str, ...]) -> list[str]:
     f = event.fields
-    return ["first", "last", *(role[name] for name in SIZES if f.get(name) is not None for role in (MIN, MAX))]
+    return ["first", "last", *(role[name] for name in sizes if f.get(name) is not None for role in (MIN, MAX))]
 
 
 def _order(event: Event) -> tuple:
-    """A reading's place in its series: its line, then its text (two readings of one line)."""
+    """An event's place in its series: its line, then its text (two readings of one line)."""
     return event.source.line, event.text
 
 
-def _keep(bucket: dict[str, Entry], entry: Entry) -> None:
-    """Let a reading take each role of its bucket it is better at (ties: the earlier one)."""
+def _keep(bucket: dict[str, Entry], entry: Entry, sizes: tuple[str, ...]) -> None:
+    """Let an event take each role of its bucket it is better at (ties: the earlier one)."""
     event, _, order = entry
     if order < bucket["first"][2]:
         bucket["first"] = entry
     if order > bucket["last"][2]:
         bucket["last"] = entry
     fields = event.fields
-    for name in SIZES:
+    for name in sizes:
         value = fields.get(name)
         if value is None:
             continue
@@ -154,17 +196,17 @@ def _keep(bucket: dict[str, Entry], entry: Entry) -> None:
 
 
 def _key(event: Event, level: int) -> tuple:
-    """The bucket of a reading at `level`: at level 0 its own; above, its series and its
+    """The bucket of an event at `level`: at level 0 its own; above, its series and its
     place on a grid 2**(level - 1) wide of seconds since the epoch where its line printed a
     time (one printed without a zone read as UTC), else of line numbers (a time borrowed
-    from an earlier line is shared by every line after it). At LABELLESS, its file, process
-    and device whatever its label; at FILEWIDE, its file."""
+    from an earlier line is shared by every line after it). At LABELLESS, its file, kind,
+    process and device whatever its label; at FILEWIDE, its file and kind."""
     if level == FILEWIDE:
-        return event.source.path, event.memory
+        return event.source.path, event.kind, event.memory
     if level == LABELLESS:
-        return event.source.path, event.node, event.pid, event.actor, event.rank, event.gpu, event.memory
+        return event.source.path, event.kind, event.node, event.pid, event.actor, event.rank, event.gpu, event.memory
     f = event.fields
-    series = (event.source.path, event.node, event.pid, event.actor, event.rank, event.gpu, event.memory, f.get("label"))
+    series = (event.source.path, event.kind, event.node, event.pid, event.actor, event.rank, event.gpu, event.memory, f.get("label"))
     if level == 0:
         return series, event.source.line, event.text
     if event.time is not None and not event.time_inferred and (seconds := epoch_seconds(event.time)) is not None:

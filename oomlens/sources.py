@@ -104,6 +104,8 @@ class Input:
     problems: list[str] = field(default_factory=list)
     readings: int = 0  # memory readings read (reduce.py)
     readings_kept: int = 0  # and kept
+    failures: int = 0  # other events read (reduce.py)
+    failures_kept: int = 0  # and kept
     session: str | None = None  # the Ray session folder (session_*) the input lies in
     hole: int = 0  # NUL bytes its text begins after (text_stream reads past them)
 
@@ -114,6 +116,8 @@ class Input:
         out = {"path": self.path, "role": self.role, "bytes": self.bytes, "lines": self.lines, "problems": self.problems}
         if self.readings:  # additive: the memory lines read, and how many of them the diagnosis keeps
             out["readings"] = {"read": self.readings, "kept": self.readings_kept}
+        if self.failures_kept < self.failures:  # additive: the other events read, where a flood of them was reduced
+            out["failures"] = {"read": self.failures, "kept": self.failures_kept}
         if self.session is not None:  # additive: the Ray session it lies in
             out["session"] = self.session
         return out

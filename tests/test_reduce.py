@@ -1,6 +1,7 @@
-"""The reduction of memory readings: what it keeps is a function of the readings alone (not of
-their order or of how the input was split), it keeps every series' extremes, first and last,
-it stays within its budget, and a run within the budget loses nothing."""
+"""The reduction of memory readings and of failures: what it keeps is a function of the events
+alone (not of their order or of how the input was split), it keeps every series' first and
+last (and a reading series' extremes), it stays within its budget, one pool never costs the
+other, and a run within the budget loses nothing."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from oomlens.events import Event, Source
-from oomlens.reduce import FILEWIDE, LABELLESS, SIZES, WIDEST, Reduction, reduce_found, restore
+from oomlens.reduce import FAILURE_SHARE, FILEWIDE, LABELLESS, SIZES, WIDEST, Reduction, reduce_found, restore
 
 GIB = 1 << 30
 
@@ -62,12 +63,12 @@ def reduce_all(events: list[Event], budget: int, parts: int, rng: random.Random)
         found = list(piece)
         reduce_found(found, 0, local)
         restore([found], local)
-        kept.append((found, local.level))
+        kept.append((found, local.tally()))
     rng.shuffle(kept)
     whole = Reduction(budget)
     lists = []
-    for index, (found, level) in enumerate(kept):
-        whole.coarsen(level)
+    for index, (found, ((_, readings_level), (_, failures_level))) in enumerate(kept):
+        whole.coarsen((readings_level, failures_level))
         reduce_found(found, index, whole)
         lists.append(found)
     restore(lists, whole)
@@ -92,15 +93,15 @@ def _series(e: Event, level: int) -> tuple:
     """What a reading's series is at `level`: every label's one at LABELLESS, the file's at
     FILEWIDE."""
     if level == FILEWIDE:
-        return (e.source.path, e.memory)
-    label = None if level == LABELLESS else e.fields["label"]
-    return (e.source.path, e.node, e.pid, e.actor, e.rank, e.gpu, e.memory, label)
+        return (e.source.path, e.kind, e.memory)
+    label = None if level == LABELLESS else e.fields.get("label")
+    return (e.source.path, e.kind, e.node, e.pid, e.actor, e.rank, e.gpu, e.memory, label)
 
 
-def _level(events: list[Event], budget: int) -> int:
+def _level(events: list[Event], budget: int, pool: str = "readings") -> int:
     whole = Reduction(budget)
     reduce_found(list(events), 0, whole)
-    return whole.level
+    return getattr(whole, pool).level
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -113,15 +114,16 @@ def test_every_series_keeps_its_first_last_lowest_and_highest(seed):
     assert len(kept) <= (2 + 2 * len(SIZES)) * max(budget, 2 * len(series))  # a series: one bucket of timed lines, one of others
 
 
-def _each_series_kept(events: list[Event], kept: set[int], level: int) -> dict[tuple, list[Event]]:
-    """Check that each series at `level` kept its first, last, lowest and highest; the series."""
+def _each_series_kept(events: list[Event], kept: set[int], level: int, sizes: tuple[str, ...] = SIZES) -> dict[tuple, list[Event]]:
+    """Check that each series at `level` kept its first, last, and lowest and highest of
+    `sizes`; the series."""
     series: dict[tuple, list[Event]] = {}
     for e in events:
         series.setdefault(_series(e, level), []).append(e)
     for members in series.values():
         by_line = sorted(members, key=lambda e: (e.source.line, e.text))
         assert id(by_line[0]) in kept and id(by_line[-1]) in kept
-        for name in SIZES:
+        for name in sizes:
             sized = [e for e in by_line if e.fields.get(name) is not None]
             if sized:
                 assert max(e.fields[name] for e in sized if id(e) in kept) == max(e.fields[name] for e in sized)
@@ -274,4 +276,141 @@ def test_a_reduced_run_is_diagnosed_as_the_full_one(folder):
         return [(i.root.kind, i.root.source.line, i.component, i.memory, i.trend, i.phase) for i in d.incidents], d.verdict
 
     full, reduced = analyze(str(folder), jobs=1, budget=None), analyze(str(folder), jobs=1, budget=32)
+    assert told(reduced) == told(full)
+
+
+FAILURE_KINDS = ("cuda_oom", "watchdog_timeout", "ray_worker_died", "ray_oom_kill")
+
+
+def failures(rng: random.Random, n: int) -> list[Event]:
+    """Failures the way a run that fails in a loop prints them: a few kinds from a few
+    processes, in a few files, times as the readings have them; a CUDA OOM with its sizes."""
+    files = [f"logs/worker-{i:02x}.err" for i in range(rng.randint(1, 3))] + ["driver-console.log"]
+    start = datetime(2025, 4, 2, rng.randrange(24), tzinfo=UTC)
+    out, line, t = [], dict.fromkeys(files, 0), start
+    for _ in range(n):
+        path = rng.choice(files)
+        line[path] += rng.randint(1, 40)
+        t += timedelta(seconds=rng.choice([0, 1, 7, 60, 900]) * rng.random())
+        time = None if rng.random() < 0.2 else t.isoformat(timespec="milliseconds")
+        kind = rng.choice(FAILURE_KINDS)
+        fields = {"allocated_bytes": rng.randrange(80) * GIB, "reserved_bytes": rng.randrange(80) * GIB} if kind == "cuda_oom" else {}
+        memory = {"cuda_oom": "gpu", "ray_oom_kill": "host"}.get(kind)
+        out.append(
+            Event(
+                kind,
+                Source(path, line[path], line[path]),
+                f"{kind} at line {line[path]}",
+                time,
+                pid=rng.choice([None, 4242, 5151, 6161]),
+                memory=memory,
+                fields=fields,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_failures_are_kept_by_the_same_rules_in_a_pool_of_their_own(seed):
+    """Readings and failures mixed: what is kept depends on them alone, however split; each
+    failure series (file, kind, process) keeps its first and last at its pool's level; the
+    failures stay within their share of the budget; and the readings kept are those the
+    readings alone keep (a flood of failures never coarsens the readings, nor the reverse)."""
+    rng = random.Random(200 + seed)
+    mixed = readings(rng, 3000) + failures(rng, rng.choice([500, 4000]))
+    rng.shuffle(mixed)
+    budget = rng.choice([20, 100, 400])
+    once = reduce_all(mixed, budget, 1, rng)
+    for parts in (2, 5):
+        assert reduce_all(mixed, budget, parts, rng) == once
+    only_readings = [e for e in mixed if e.kind == "gpu_memory"]
+    only_failures = [e for e in mixed if e.kind != "gpu_memory"]
+    assert {i for i in once if i in {id(e) for e in only_readings}} == reduce_all(only_readings, budget, 1, rng)
+    level = _level(only_failures, budget, "failures")
+    series = _each_series_kept(only_failures, once, level, ())
+    kept = [e for e in only_failures if id(e) in once]
+    assert len(kept) <= 2 * max(budget * FAILURE_SHARE, 2 * len(series))  # a bucket keeps its first and last
+    assert {e.kind for e in kept} == {e.kind for e in only_failures}  # kinds never merge: each keeps its own
+
+
+def test_failures_within_their_share_are_all_kept_however_many_readings():
+    """A crash's failures are never reduced because readings flood: the pools are apart."""
+    rng = random.Random(11)
+    events = readings(rng, 6000) + failures(rng, 190)  # of 200 buckets of failures
+    kept = reduce_all(events, 100, 3, rng)
+    assert {id(e) for e in events if e.kind != "gpu_memory"} <= kept
+    assert len(kept) < len(events) // 2
+
+
+def test_a_flood_of_one_failure_from_every_process_keeps_a_few_a_file_and_kind():
+    """Every failure from another pid (a hostile log, or a restart loop): past LABELLESS a
+    file's failures of one kind are one series: the first and last of each."""
+    rng = random.Random(4)
+    events = failures(rng, 8000)
+    for n, e in enumerate(events):
+        e.pid, e.node = 20_000 + n, f"10.1.{n // 256 % 256}.{n % 256}"
+    once = reduce_all(events, 50, 1, rng)
+    assert _level(events, 50, "failures") == FILEWIDE
+    assert reduce_all(events, 50, 3, rng) == once
+    groups = _each_series_kept(events, once, FILEWIDE, ())
+    assert len(once) <= 2 * 2 * len(groups)  # two buckets a series: of timed lines, of others
+
+
+@pytest.mark.slow
+def test_the_command_says_how_many_failures_it_kept_and_keeps_all_on_request(tmp_path):
+    """A CUDA OOM every 7 seconds for two days, from 64 processes, beside a watchdog line:
+    the JSON counts what was read and kept, the table says it, the diagnosis still roots at
+    the first OOM, and --all-events keeps every one."""
+    import jsonschema
+    import orjson
+    from click.testing import CliRunner
+
+    import oomlens
+    from oomlens.cli import main
+
+    rng = random.Random(2)
+    t0 = datetime(2025, 4, 2, 15)
+    with (tmp_path / "worker.err").open("w") as out:
+        for i in range(24_000):
+            pid = 1000 + rng.randrange(64)
+            if i % 2:
+                t = t0 + timedelta(seconds=7 * i)
+                out.write(
+                    f"[{t:%Y-%m-%d %H:%M:%S},{rng.randrange(1000):03d} E {pid} {pid}] ProcessGroupNCCL.cpp:616] [Rank {pid % 8}] Watchdog caught "
+                    f"collective operation timeout: WorkNCCL(SeqNum={i}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+                    f"{600000 + rng.randrange(9999)} milliseconds before timing out.\n"
+                )
+            else:
+                out.write(
+                    f"(WorkerDict pid={pid}, ip=10.0.0.{pid % 8}) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {rng.uniform(0.1, 9):.2f} GiB. "
+                    f"GPU {pid % 8} has a total capacity of 79.15 GiB of which {rng.uniform(0, 2):.2f} GiB is free.\n"
+                )
+    runner = CliRunner()
+    reduced = orjson.loads(runner.invoke(main, ["parse", str(tmp_path), "--format", "json", "-j", "1"]).stdout_bytes)
+    [item] = reduced["inputs"]
+    assert item["failures"] == {"read": 24_000, "kept": len(reduced["events"])} and len(reduced["events"]) <= 2 * FAILURE_SHARE * 2048
+    assert {e["kind"] for e in reduced["events"]} == {"cuda_oom", "watchdog_timeout"}
+    jsonschema.Draft202012Validator(oomlens.schema()).validate(reduced)
+    assert "failures: 24,000 read" in runner.invoke(main, ["parse", str(tmp_path)]).output
+    everything = orjson.loads(runner.invoke(main, ["parse", str(tmp_path), "--format", "json", "--all-events"]).stdout_bytes)
+    assert "failures" not in everything["inputs"][0] and len(everything["events"]) == 24_000
+
+    def root(d):
+        return next(e for e in d["events"] if e["id"] == d["incidents"][0]["root"])["source"]
+
+    assert root(reduced) == root(everything) and reduced["verdict"] == everything["verdict"]
+
+
+@pytest.mark.parametrize("folder", _fixture_folders(), ids=lambda p: p.name)
+def test_a_run_whose_failures_are_reduced_is_diagnosed_as_the_full_one(folder):
+    """Every incident and session fixture at 8 buckets, 16 of failures: five fixtures lose
+    failures (a third to two thirds), none an incident, a root, a component, a memory kind
+    or a phase. (At 8 buckets of failures the caller's own report of a dead actor may go:
+    another report of it leads.)"""
+    from oomlens.pipeline import analyze
+
+    def told(d):
+        return [(i.root.kind, i.root.source.line, i.component, i.memory, i.phase) for i in d.incidents]
+
+    full, reduced = analyze(str(folder), jobs=1, budget=None), analyze(str(folder), jobs=1, budget=8)
     assert told(reduced) == told(full)

@@ -417,8 +417,7 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
     if after_last := sum(1 for s in readings if by_id[s.event].time_latest is None and (by_id[s.event].time_inferred or by_id[s.event].time is None)):
         notes.append(f"{after_last} reading(s) come after the last time their file prints and stand at that time: 'log order' shows them apart.")
     notes += [f"Clock: {note.sentence()}." for note in diagnosis.clocks]
-    if diagnosis.readings_note:
-        notes.append(diagnosis.readings_note[0].upper() + diagnosis.readings_note[1:] + ".")
+    notes += [note[0].upper() + note[1:] + "." for note in diagnosis.reduction_notes]
     return fig.to_plotly_json(), " ".join(notes)
 
 

@@ -38,8 +38,8 @@ def render(diagnosis: Diagnosis, filters: Filters | None = None) -> str:
         ]
     if diagnosis.clocks:
         out += [""] + [f"- clock: {_cell(note.sentence())}" for note in diagnosis.clocks]
-    if diagnosis.readings_note:
-        out += ["", f"- {_cell(diagnosis.readings_note)}"]
+    if diagnosis.reduction_notes:
+        out += [""] + [f"- {_cell(note)}" for note in diagnosis.reduction_notes]
     for incident in diagnosis.incidents:
         out += ["", f"### Incident {incident.id}: {diagnosis.kinds.label(incident.root.kind)} ({incident.memory or 'memory not shown'})", ""]
         if incident.session:

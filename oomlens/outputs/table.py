@@ -66,8 +66,7 @@ def render(diagnosis: Diagnosis, width: int | None = None, filters: Filters | No
     lines.append(verdict_block(diagnosis, width, colour))
     lines.append("")
     notes = [f"clock: {note.sentence()}" for note in diagnosis.clocks]
-    if diagnosis.readings_note:
-        notes.append(diagnosis.readings_note)
+    notes += diagnosis.reduction_notes
     read = sum(1 for i in diagnosis.inputs if i.opener is not None)
     notes.append(f"{len(diagnosis.events)} event(s) in {read} input(s), {sum(i.bytes for i in diagnosis.inputs):,} bytes read")
     if diagnosis.problems:
