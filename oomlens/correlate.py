@@ -17,14 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .data import load
-from .events import Clue, Event
+from .events import CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event
 from .kinds import Kind, Kinds
 from .text import gib, render
 from .timeline import Trends, epoch
 
 SKEW_S = 120  # node clocks may disagree by this much
-CONTEXT_BEFORE = 120  # lines of traceback that may precede the line an event was read from
-CONTEXT_AFTER = 40  # lines after it (a remote-task header printed below a CUDA OOM)
 
 
 @dataclass

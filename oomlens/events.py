@@ -147,6 +147,8 @@ class Clue:
 
 
 CLUE_KINDS = ("context", "setting", "clock")
+CONTEXT_BEFORE = 120  # lines of traceback that may precede the line an event was read from
+CONTEXT_AFTER = 40  # lines after it (a remote-task header printed below a CUDA OOM)
 
 
 def to_rows(found: list[Event | Clue]) -> list[tuple]:

@@ -169,6 +169,7 @@ def conclude(read: Iterable[Read], budget: int | None, registry: Registry) -> Di
             reduce_found(found, index, kept)
         results.append((item, found))
     if kept is not None:
+        kept.prune()
         restore([found for _, found in results], kept)
     events: list[Event] = []
     clues: list[Clue] = []

@@ -15,19 +15,33 @@ a series of every line), and FILEWIDE one of each file and kind (a log whose eve
 names another process or node). Kinds never merge: a failure of one kind never stands for
 another's.
 
+A failure in a loop prints its traceback each time, and a CUDA OOM its hint to set
+`expandable_segments`. Of the settings a file prints, only the first and last copy of each
+text are kept: the remedies read the first and the last value of each setting, which those
+hold. Once failures were left out, a
+traceback clue (kind "context") is kept only while it may stand near a kept event, where
+the correlator looks for it (correlate.Context: CONTEXT_BEFORE lines above, CONTEXT_AFTER
+below): the held ones are looked over each time their number doubles, sparing those near
+the ends of what was read so far, which an event not read yet may still stand near.
+
 The kept set depends only on the events, not on the order they come in or on how they are
 split: a reduction of a file's byte ranges, merged, keeps what a reduction of the whole file
-keeps (a coarser bucket is the union of finer ones, and its extremes are among theirs).
+keeps (a coarser bucket is the union of finer ones, and its extremes are among theirs; an
+event kept in the end was kept all along, so a clue dropped on the way was near none).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import cast
 
-from .events import Clue, Event, seconds
+import orjson
+
+from .events import CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event, Source, seconds
 from .kinds import shipped
 
 # Buckets kept over all series of a pool, at most 2 + 2 x len(SIZES) readings or 2 failures each.
@@ -36,6 +50,7 @@ from .kinds import shipped
 # process keeps up to 8 per bucket of readings and 2 of failures.
 BUCKETS = 2048
 FAILURE_SHARE = 2  # failures have twice the budget's buckets: a crash of a thousand ranks (some 3,000 failures) is not reduced at all
+CONTEXT_HELD = 4096  # traceback clues held before the first look for those near no kept event
 SIZES = ("used_bytes", "allocated_bytes", "reserved_bytes", "cpu_used_bytes")  # what timeline.py draws
 READINGS = shipped().memory_lines  # the kinds of memory readings (data/kinds.toml: role "reading"); every other kind is a failure
 WIDEST = 65  # the level whose one bucket holds a whole series: 2**64 seconds or lines
@@ -71,14 +86,30 @@ class Reduction:
     def __init__(self, budget: int = BUCKETS) -> None:
         self.readings = Pool(budget, SIZES)
         self.failures = Pool(budget * FAILURE_SHARE, ())
+        self.context: list[tuple[Clue, Slot, int]] = []  # the traceback clues held, each with a hash of its text
+        self.settings: dict[tuple[str, int], dict[str, tuple[Clue, Slot]]] = {}  # by file and text: its first and last copy
+        self.ends: dict[tuple[str, int], tuple[int, int]] = {}  # of each file in each input taken, the first and last line of its held clues
+        self.look_at = CONTEXT_HELD  # how many held clues make the next look (see prune)
 
     def take(self, x: Event | Clue, slot: Slot) -> Event | Clue | None:
-        """`x` itself when it is a clue; None when it is an event, which the reduction takes
+        """`x` itself when it is a clue of no traceback; else None: the reduction takes it
         (`restore` puts it back at `slot` if it is kept)."""
         if isinstance(x, Event):
             self.add(x, slot)
             return None
-        return x
+        if x.kind == "setting":
+            self._setting(x, slot)
+            return None
+        if x.kind != "context":
+            return x
+        self.context.append((x, slot, _text(x)))
+        part, line = (x.source.path, slot[0]), x.source.line
+        first, last = self.ends.get(part, (line, line))
+        self.ends[part] = (min(first, line), max(last, line))
+        if len(self.context) > self.look_at:
+            self.prune(spare_ends=True)
+            self.look_at = max(CONTEXT_HELD, 2 * len(self.context))
+        return None
 
     def add(self, event: Event, slot: Slot) -> None:
         """Take one event; it is kept for as long as it holds a role of its bucket."""
@@ -120,9 +151,61 @@ class Reduction:
         """How many readings and failures were added, and the level of each pool."""
         return (self.readings.seen, self.readings.level), (self.failures.seen, self.failures.level)
 
+    def _setting(self, clue: Clue, slot: Slot) -> None:
+        copies = self.settings.get(key := (clue.source.path, _text(clue)))
+        if copies is None:
+            self.settings[key] = {"first": (clue, slot), "last": (clue, slot)}
+        elif clue.source.line < copies["first"][0].source.line:
+            copies["first"] = (clue, slot)
+        elif clue.source.line > copies["last"][0].source.line:
+            copies["last"] = (clue, slot)
+
     def kept(self) -> list[Entry]:
         """Every event kept, once each, in no particular order."""
         return [entry for pool in (self.readings, self.failures) for bucket in pool.buckets.values() for entry in _distinct(bucket)]
+
+    def prune(self, spare_ends: bool = False) -> None:
+        """Keep, of the held traceback clues, those the correlator may read for a kept
+        event: within its window (correlate.Context.around), the nearest copy of each text
+        (a loop prints the same traceback each time; of copies, only the nearest can name
+        what the event failed in). Only once failures were left out: until then every clue
+        stays (one near no event still names a framework, or an OOM whose kind the logs do
+        not show). `spare_ends`: keep every clue near the first and last lines read of its
+        file in its input too, which an event of a part not read yet (the rest of the file,
+        another byte range of it) may stand near."""
+        if self.failures.level == 0:
+            return
+        by_path: dict[str, list[int]] = {}  # places in self.context, by file, in line order
+        for place in sorted(range(len(self.context)), key=lambda i: (self.context[i][0].source.path, self.context[i][0].source.line)):
+            by_path.setdefault(self.context[place][0].source.path, []).append(place)
+        ends = {path: [self.context[place][0].source.end_line for place in places] for path, places in by_path.items()}
+        keep: set[int] = set()
+        for event, _, _ in self.kept():
+            for src in event.sources:
+                if src.path in by_path:
+                    keep.update(self._nearest_copies(by_path[src.path], ends[src.path], src))
+        if spare_ends:
+            for place, (clue, (index, _), _) in enumerate(self.context):
+                first, last = self.ends[clue.source.path, index]
+                if clue.source.line <= first + CONTEXT_AFTER or clue.source.end_line >= last - CONTEXT_BEFORE:
+                    keep.add(place)
+        self.context = [self.context[place] for place in sorted(keep)]
+
+    def _nearest_copies(self, places: list[int], ends: list[int], src: Source) -> list[int]:
+        """Of the clues at `places` (one file's, in line order, ending at `ends`) within the
+        window of an event at `src`, the nearest of each text, ranked as Context.around ranks
+        them (blocks of one file never overlap: their ends rise with their starts)."""
+        lo, hi = src.line - CONTEXT_BEFORE, src.end_line + CONTEXT_AFTER
+        best: dict[int, tuple[tuple[int, int], int]] = {}
+        for place in itertools.islice(places, bisect.bisect_left(ends, lo), None):
+            clue, _, text = self.context[place]
+            line, end = clue.source.line, clue.source.end_line
+            if line > hi:
+                break
+            rank = (min(abs(end - src.line), abs(line - src.end_line)), -line if clue.fields.get("newest_first") else line)
+            if text not in best or rank < best[text][0]:
+                best[text] = (rank, place)
+        return [place for _, place in best.values()]
 
 
 def joined(tallies: list[Tally]) -> Tally:
@@ -147,9 +230,14 @@ def reduce_found(found: list, index: int, reduction: Reduction) -> None:
 
 
 def restore(lists: list[list], reduction: Reduction) -> None:
-    """Put each kept event back in its place and close the gaps of the others."""
+    """Put each kept event and clue back in its place and close the gaps of the others."""
     for event, (index, place), _ in reduction.kept():
         lists[index][place] = event
+    for clue, (index, place), _ in reduction.context:
+        lists[index][place] = clue
+    for copies in reduction.settings.values():
+        for clue, (index, place) in copies.values():
+            lists[index][place] = clue
     for found in lists:
         found[:] = [x for x in found if x is not None]
 
@@ -160,6 +248,11 @@ def restored(found: list[Event | Clue | None], reduction: Reduction | None) -> l
     if reduction is not None:
         restore([found], reduction)
     return cast("list[Event | Clue]", found)  # no None is left in it
+
+
+def _text(clue: Clue) -> int:
+    """A hash of what a clue says, the same for every copy of it."""
+    return hash(orjson.dumps(clue.fields, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
 
 
 def _distinct(bucket: dict[str, Entry]) -> list[Entry]:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from oomlens.events import Event, Source
+from oomlens.events import Clue, Event, Source
 from oomlens.reduce import FAILURE_SHARE, FILEWIDE, LABELLESS, SIZES, WIDEST, Reduction, reduce_found, restore
 
 GIB = 1 << 30
@@ -51,10 +51,10 @@ def readings(rng: random.Random, n: int) -> list[Event]:
     return out
 
 
-def reduce_all(events: list[Event], budget: int, parts: int, rng: random.Random) -> set[int]:
-    """Reduce `events` split into `parts` runs of consecutive readings (as byte ranges of one
-    file are, or separate inputs), each with its own reduction, merged in a random order
-    the way the pipeline merges them; the ids of the readings kept."""
+def reduce_all(events: list, budget: int, parts: int, rng: random.Random) -> set[int]:
+    """Reduce `events` (and clues) split into `parts` runs of consecutive ones (as byte
+    ranges of one file are, or separate inputs), each with its own reduction, merged in a
+    random order the way the pipeline merges them; the ids of those kept."""
     cuts = sorted(rng.sample(range(1, len(events)), parts - 1)) if parts > 1 else []
     pieces = [events[a:b] for a, b in zip([0, *cuts], [*cuts, len(events)], strict=True)]
     kept = []
@@ -71,6 +71,7 @@ def reduce_all(events: list[Event], budget: int, parts: int, rng: random.Random)
         whole.coarsen((readings_level, failures_level))
         reduce_found(found, index, whole)
         lists.append(found)
+    whole.prune()
     restore(lists, whole)
     return {id(e) for found in lists for e in found}
 
@@ -414,3 +415,92 @@ def test_a_run_whose_failures_are_reduced_is_diagnosed_as_the_full_one(folder):
 
     full, reduced = analyze(str(folder), jobs=1, budget=None), analyze(str(folder), jobs=1, budget=8)
     assert told(reduced) == told(full)
+
+
+def failing_loop(rng: random.Random, n: int) -> list[Event | Clue]:
+    """A run failing in a loop, as a scan gives it: in a few files, CUDA OOMs and watchdog
+    timeouts, each after a traceback or before a task header (a few texts, printed again
+    and again), and settings (the OOM's `expandable_segments` hint, a config's batch size
+    that changes now and then)."""
+    files = [f"logs/worker-{i:02x}.err" for i in range(rng.randint(1, 3))]
+    texts = [
+        {"frames": [{"path": f"/verl/workers/{name}.py", "func": name, "code": f"self.{name}(data)"}]}
+        for name in ("generate_sequences", "update_actor", "compute_log_prob")
+    ]
+    texts.append({"task": {"actor": "WorkerDict", "method": "actor_rollout_generate_sequences", "error": "OutOfMemoryError"}})
+    t0 = datetime(2025, 4, 2, tzinfo=UTC)
+    out: list[Event | Clue] = []
+    line = dict.fromkeys(files, 0)
+    batch = 8
+    for i in range(n):
+        path = rng.choice(files)
+        line[path] += rng.randint(1, 30)
+        what = rng.random()
+        if what < 0.35:
+            end = line[path] + rng.randint(0, 12)
+            out.append(Clue("context", Source(path, line[path], end), rng.choice(texts)))
+            line[path] = end
+        elif what < 0.5:
+            batch = batch if rng.random() < 0.9 else rng.choice([2, 4, 8, 16])
+            settings = rng.choice([{"expandable_segments": True}, {"ppo_micro_batch_size_per_gpu": batch}, {"--ds.zero_stage": 3}])
+            out.append(Clue("setting", Source(path, line[path], line[path]), {"settings": settings}))
+        else:
+            kind = rng.choice(["cuda_oom", "watchdog_timeout"])
+            time = (t0 + timedelta(seconds=i * rng.choice([1, 7, 30]))).isoformat() if rng.random() < 0.7 else None
+            out.append(Event(kind, Source(path, line[path], line[path]), f"{kind} {i}", time, pid=rng.choice([1, 2, 3]), memory="gpu"))
+    return out
+
+
+def _kept_in_order(found: list[Event | Clue], kept: set[int]) -> list[Event | Clue]:
+    return [x for x in found if id(x) in kept]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_clues_a_failing_loop_prints_are_kept_where_they_are_read(seed, monkeypatch):
+    """Once failures are left out, each kept event still finds, nearest first, the same
+    texts around it that it found among all the clues (Context.around, what names its
+    phase); the remedies still read the same first and last value of every setting; and
+    the clues kept depend on the input alone, however it is split. The held clues are
+    looked over from 30 on, not 4,096, so that the parts of a split are looked over too,
+    while their ends are still open."""
+    from oomlens import reduce
+    from oomlens.correlate import Context
+    from oomlens.remedies import current_settings, flag_style
+
+    monkeypatch.setattr(reduce, "CONTEXT_HELD", 30)
+    rng = random.Random(300 + seed)
+    found = failing_loop(rng, rng.choice([3000, 12_000]))
+    budget = rng.choice([8, 40])
+    once = reduce_all(found, budget, 1, rng)
+    for parts in (2, 5):
+        assert reduce_all(found, budget, parts, rng) == once
+    kept = _kept_in_order(found, once)
+    clues = [x for x in found if isinstance(x, Clue)]
+    kept_clues = [x for x in kept if isinstance(x, Clue)]
+    assert len(kept_clues) < len(clues) // 3
+    assert current_settings(kept_clues) == current_settings(clues) and flag_style(kept_clues) == flag_style(clues)
+    whole, reduced = Context(clues), Context(kept_clues)
+
+    def texts(clues: list[Clue]) -> list[str]:
+        return list(dict.fromkeys(repr(c.fields) for c in clues))
+
+    for event in kept:
+        if isinstance(event, Event):
+            assert texts(reduced.around(event)) == texts(whole.around(event)), event
+
+
+def test_the_clues_stay_while_no_failure_is_left_out():
+    """A run within the failures' budget keeps every traceback, even one near no event (it
+    may name an OOM whose kind the logs do not show); of settings, the first and last copy
+    of each text in each file."""
+    rng = random.Random(8)
+    found = failing_loop(rng, 2000)
+    kept = _kept_in_order(found, reduce_all(found, 4096, 3, rng))
+    assert [x for x in kept if not (isinstance(x, Clue) and x.kind == "setting")] == [x for x in found if not (isinstance(x, Clue) and x.kind == "setting")]
+    copies: dict[tuple, list[int]] = {}
+    for x in found:
+        if isinstance(x, Clue) and x.kind == "setting":
+            copies.setdefault((x.source.path, repr(x.fields)), []).append(x.source.line)
+    assert sorted((x.source.path, x.source.line) for x in kept if isinstance(x, Clue) and x.kind == "setting") == sorted(
+        {(path, line) for (path, _), lines in copies.items() for line in (min(lines), max(lines))}
+    )
