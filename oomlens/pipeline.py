@@ -18,7 +18,7 @@ from .events import Clue, Event, Source, fold, from_rows, name_workers, number, 
 from .grammars import Family, families
 from .layout import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
 from .progress import Tick, counted
-from .reduce import BUCKETS, NOTHING, Reduction, Tally, joined, reduce_found, restore, restored, tally_of
+from .reduce import BUCKETS, NOTHING, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
 from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, error_line, reopen, session_start
@@ -163,9 +163,9 @@ def conclude(read: Iterable[Read], budget: int | None, registry: Registry) -> Di
     kept = _reduction(budget)
     results = []
     for index, (item, found, tally) in enumerate(read):
-        (item.readings, _), (item.failures, _) = tally
+        item.readings, item.failures = counts(tally)
         if kept is not None:
-            kept.coarsen((tally[0][1], tally[1][1]))
+            kept.coarsen(tally)
             reduce_found(found, index, kept)
         results.append((item, found))
     if kept is not None:
@@ -176,7 +176,7 @@ def conclude(read: Iterable[Read], budget: int | None, registry: Registry) -> Di
     sessions = sorted({item.session for item, _ in results if item.session is not None})
     by_session: dict[str | None, list[Event]] = {name: [] for name in [*sessions, None]}
     for item, found in results:
-        (item.readings_kept, _), (item.failures_kept, _) = tally_of(found)
+        item.readings_kept, item.failures_kept = counts(tally_of(found))
         place = _placer(item, sessions)
         for event in found:
             if event.node is None:  # an archive member may learn its node after it was read

@@ -2,27 +2,27 @@
 
 A week-long run prints millions of memory lines, and a run that fails in a loop can print
 the same failure by the hundred thousand (a CUDA OOM at every step, a watchdog at every
-collective). Readings and failures are two pools, each reduced on its own. Each series (one
-file, kind, process, device and label) is cut into time buckets on a grid aligned to the
-epoch, 2**(level - 1) seconds wide (lines that print no time: that many lines wide), and of
-each bucket only what matters is kept: its first and last, and of a pool of readings the
-lowest and highest of each size it reports. Every series of a pool shares one level, the
-finest at which all its buckets fit the budget; at level 0 each event is its own bucket, so
-a run that fits keeps every one. At WIDEST a series is one bucket; where even then the
-series outnumber the budget, two last levels merge them: LABELLESS makes one series of all
-the labels of a file, kind, process and device (a label with a counter or an id in it makes
-a series of every line), and FILEWIDE one of each file and kind (a log whose every line
-names another process or node). Kinds never merge: a failure of one kind never stands for
-another's.
+collective). Each kind is a pool of its own, reduced on its own: a flood of one kind never
+costs another its detail, and kinds never merge (a failure of one kind never stands for
+another's). Each series (one file, process, device and label) is cut into time buckets on a
+grid aligned to the epoch, 2**(level - 1) seconds wide (lines that print no time: that many
+lines wide), and of each bucket only what matters is kept: its first and last, and of
+readings the lowest and highest of each size they report. Every series of a pool shares one
+level, the finest at which all its buckets fit its budget; at level 0 each event is its own
+bucket, so a run that fits keeps every one. At WIDEST a series is one bucket; where even
+then the series outnumber the budget, two last levels merge them: LABELLESS makes one series
+of all the labels of a file, process and device (a label with a counter or an id in it
+makes a series of every line), and FILEWIDE one of each file (a log whose every line names
+another process or node, as Ray's deaths of workers restarted in a loop do).
 
 A failure in a loop prints its traceback each time, and a CUDA OOM its hint to set
 `expandable_segments`. Of the settings a file prints, only the first and last copy of each
 text are kept: the remedies read the first and the last value of each setting, which those
-hold. Once failures were left out, a
-traceback clue (kind "context") is kept only while it may stand near a kept event, where
-the correlator looks for it (correlate.Context: CONTEXT_BEFORE lines above, CONTEXT_AFTER
-below): the held ones are looked over each time their number doubles, sparing those near
-the ends of what was read so far, which an event not read yet may still stand near.
+hold. Once failures were left out, a traceback clue (kind "context") is kept only while it
+may stand near a kept event, where the correlator looks for it (correlate.Context:
+CONTEXT_BEFORE lines above, CONTEXT_AFTER below): the held ones are looked over each time
+their number doubles, sparing those near the ends of what was read so far, which an event
+not read yet may still stand near.
 
 The kept set depends only on the events, not on the order they come in or on how they are
 split: a reduction of a file's byte ranges, merged, keeps what a reduction of the whole file
@@ -36,6 +36,7 @@ import bisect
 import functools
 import itertools
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -44,33 +45,33 @@ import orjson
 from .events import CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event, Source, seconds
 from .kinds import shipped
 
-# Buckets kept over all series of a pool, at most 2 + 2 x len(SIZES) readings or 2 failures each.
+# Buckets kept over all series of a kind of readings, at most 2 + 2 x len(SIZES) readings each.
 # From the memory a run may take (300 MB over 3 processes, each about 35 MB before it reads
 # anything): an event costs 2 to 5 KB (a step line of 150 metrics keeps its text), and a
 # process keeps up to 8 per bucket of readings and 2 of failures.
 BUCKETS = 2048
-FAILURE_SHARE = 2  # failures have twice the budget's buckets: a crash of a thousand ranks (some 3,000 failures) is not reduced at all
+FAILURE_SHARE = 2  # a kind of failure has half the budget's buckets: a crash of a thousand ranks (a watchdog timeout each) is not reduced
 CONTEXT_HELD = 4096  # traceback clues held before the first look for those near no kept event
 SIZES = ("used_bytes", "allocated_bytes", "reserved_bytes", "cpu_used_bytes")  # what timeline.py draws
 READINGS = shipped().memory_lines  # the kinds of memory readings (data/kinds.toml: role "reading"); every other kind is a failure
 WIDEST = 65  # the level whose one bucket holds a whole series: 2**64 seconds or lines
-LABELLESS = WIDEST + 1  # and whose one bucket holds every label's series of a file, kind, process and device
-FILEWIDE = WIDEST + 2  # and whose one bucket holds every series of a file and kind: the last level
+LABELLESS = WIDEST + 1  # and whose one bucket holds every label's series of a file, process and device
+FILEWIDE = WIDEST + 2  # and whose one bucket holds every series of a file: the last level
 
 
 Slot = tuple[int, int]  # where an event stood: (input, place in that input's list)
 Entry = tuple[Event, Slot, tuple]  # and its place in its series (see _order)
-Tally = tuple[tuple[int, int], tuple[int, int]]  # (events added, level) of the readings, then of the failures
-NOTHING: Tally = ((0, 0), (0, 0))  # the tally of an input nothing was read of
+Tally = dict[str, tuple[int, int]]  # by kind: the events added, and the level of its pool
+NOTHING: Tally = {}  # the tally of an input nothing was read of
 MIN = {name: "min " + name for name in SIZES}  # the roles of a bucket, by size
 MAX = {name: "max " + name for name in SIZES}
 
 
 @dataclass
 class Pool:
-    """The buckets of one pool, readings or failures: at most `budget` of them, unless each
-    file and kind is one. `seen` counts every event added, `level` is the grid's (see
-    _key); each bucket keeps the extremes of `sizes`."""
+    """The buckets of one kind: at most `budget` of them, unless each file is one. `seen`
+    counts every event added, `level` is the grid's (see _key); each bucket keeps the
+    extremes of `sizes`."""
 
     budget: int
     sizes: tuple[str, ...]
@@ -80,16 +81,18 @@ class Pool:
 
 
 class Reduction:
-    """The kept events of one or more inputs, by pool, series and bucket, within `budget`
-    buckets of readings and FAILURE_SHARE times that of failures."""
+    """The kept events of one or more inputs, by kind (a pool each), series and bucket:
+    within `budget` buckets for a kind of readings, 1/FAILURE_SHARE of it for a kind of
+    failures."""
 
     def __init__(self, budget: int = BUCKETS) -> None:
-        self.readings = Pool(budget, SIZES)
-        self.failures = Pool(budget * FAILURE_SHARE, ())
+        self.budget = budget
+        self.pools: dict[str, Pool] = {}
         self.context: list[tuple[Clue, Slot, int]] = []  # the traceback clues held, each with a hash of its text
         self.settings: dict[tuple[str, int], dict[str, tuple[Clue, Slot]]] = {}  # by file and text: its first and last copy
         self.ends: dict[tuple[str, int], tuple[int, int]] = {}  # of each file in each input taken, the first and last line of its held clues
         self.look_at = CONTEXT_HELD  # how many held clues make the next look (see prune)
+        self.texts: dict[int, dict] = {}  # the held clues' texts, one copy each: a loop's tracebacks share theirs
 
     def take(self, x: Event | Clue, slot: Slot) -> Event | Clue | None:
         """`x` itself when it is a clue of no traceback; else None: the reduction takes it
@@ -102,7 +105,11 @@ class Reduction:
             return None
         if x.kind != "context":
             return x
-        self.context.append((x, slot, _text(x)))
+        text = _text(x)
+        shared = self.texts.setdefault(text, x.fields)
+        if shared is not x.fields and shared == x.fields:  # the same text (equal, not only of one hash): held once
+            x.fields = shared
+        self.context.append((x, slot, text))
         part, line = (x.source.path, slot[0]), x.source.line
         first, last = self.ends.get(part, (line, line))
         self.ends[part] = (min(first, line), max(last, line))
@@ -111,9 +118,16 @@ class Reduction:
             self.look_at = max(CONTEXT_HELD, 2 * len(self.context))
         return None
 
+    def _pool(self, kind: str) -> Pool:
+        pool = self.pools.get(kind)
+        if pool is None:
+            reading = kind in READINGS
+            pool = self.pools[kind] = Pool(self.budget if reading else max(1, self.budget // FAILURE_SHARE), SIZES if reading else ())
+        return pool
+
     def add(self, event: Event, slot: Slot) -> None:
         """Take one event; it is kept for as long as it holds a role of its bucket."""
-        pool = self.readings if event.kind in READINGS else self.failures
+        pool = self._pool(event.kind)
         pool.seen += 1
         key = _key(event, pool.level)
         bucket = pool.buckets.get(key)
@@ -124,10 +138,10 @@ class Reduction:
         else:
             _keep(bucket, (event, slot, _order(event)), pool.sizes)
 
-    def coarsen(self, levels: tuple[int, int]) -> None:
-        """Widen the buckets of the readings and of the failures to at least these levels."""
-        self._coarsen(self.readings, levels[0])
-        self._coarsen(self.failures, levels[1])
+    def coarsen(self, tally: Tally) -> None:
+        """Widen the buckets of each kind to at least the level of its pool in `tally`."""
+        for kind, (_, level) in tally.items():
+            self._coarsen(self._pool(kind), level)
 
     def _coarsen(self, pool: Pool, level: int) -> None:
         """Widen every bucket of `pool` to `level`, and further until all fit the budget (or
@@ -148,8 +162,8 @@ class Reduction:
                 level += 1
 
     def tally(self) -> Tally:
-        """How many readings and failures were added, and the level of each pool."""
-        return (self.readings.seen, self.readings.level), (self.failures.seen, self.failures.level)
+        """How many events of each kind were added, and the level of its pool."""
+        return {kind: (pool.seen, pool.level) for kind, pool in self.pools.items()}
 
     def _setting(self, clue: Clue, slot: Slot) -> None:
         copies = self.settings.get(key := (clue.source.path, _text(clue)))
@@ -162,7 +176,7 @@ class Reduction:
 
     def kept(self) -> list[Entry]:
         """Every event kept, once each, in no particular order."""
-        return [entry for pool in (self.readings, self.failures) for bucket in pool.buckets.values() for entry in _distinct(bucket)]
+        return [entry for pool in self.pools.values() for bucket in pool.buckets.values() for entry in _distinct(bucket)]
 
     def prune(self, spare_ends: bool = False) -> None:
         """Keep, of the held traceback clues, those the correlator may read for a kept
@@ -173,7 +187,7 @@ class Reduction:
         not show). `spare_ends`: keep every clue near the first and last lines read of its
         file in its input too, which an event of a part not read yet (the rest of the file,
         another byte range of it) may stand near."""
-        if self.failures.level == 0:
+        if not any(pool.level for kind, pool in self.pools.items() if kind not in READINGS):
             return
         by_path: dict[str, list[int]] = {}  # places in self.context, by file, in line order
         for place in sorted(range(len(self.context)), key=lambda i: (self.context[i][0].source.path, self.context[i][0].source.line)):
@@ -190,6 +204,7 @@ class Reduction:
                 if clue.source.line <= first + CONTEXT_AFTER or clue.source.end_line >= last - CONTEXT_BEFORE:
                     keep.add(place)
         self.context = [self.context[place] for place in sorted(keep)]
+        self.texts = {text: clue.fields for clue, _, text in self.context}
 
     def _nearest_copies(self, places: list[int], ends: list[int], src: Source) -> list[int]:
         """Of the clues at `places` (one file's, in line order, ending at `ends`) within the
@@ -210,16 +225,23 @@ class Reduction:
 
 def joined(tallies: list[Tally]) -> Tally:
     """The tally of several reductions merged into one (the byte ranges of one file)."""
-    seen_r = sum(t[0][0] for t in tallies)
-    seen_f = sum(t[1][0] for t in tallies)
-    return (seen_r, max((t[0][1] for t in tallies), default=0)), (seen_f, max((t[1][1] for t in tallies), default=0))
+    out: Tally = {}
+    for tally in tallies:
+        for kind, (seen, level) in tally.items():
+            before = out.get(kind, (0, 0))
+            out[kind] = (before[0] + seen, max(before[1], level))
+    return out
 
 
 def tally_of(found: list[Event | Clue]) -> Tally:
-    """The tally of events no reduction took: every reading and failure among `found`, at level 0."""
-    events = [x for x in found if isinstance(x, Event)]
-    readings = sum(1 for e in events if e.kind in READINGS)
-    return (readings, 0), (len(events) - readings, 0)
+    """The tally of events no reduction took: every event among `found`, at level 0."""
+    return {kind: (seen, 0) for kind, seen in Counter(x.kind for x in found if isinstance(x, Event)).items()}
+
+
+def counts(tally: Tally) -> tuple[int, int]:
+    """How many readings, and how many failures, a tally counts."""
+    readings = sum(seen for kind, (seen, _) in tally.items() if kind in READINGS)
+    return readings, sum(seen for _, (seen, _) in tally.items()) - readings
 
 
 def reduce_found(found: list, index: int, reduction: Reduction) -> None:
@@ -292,14 +314,14 @@ def _key(event: Event, level: int) -> tuple:
     """The bucket of an event at `level`: at level 0 its own; above, its series and its
     place on a grid 2**(level - 1) wide of seconds since the epoch where its line printed a
     time (one printed without a zone read as UTC), else of line numbers (a time borrowed
-    from an earlier line is shared by every line after it). At LABELLESS, its file, kind,
-    process and device whatever its label; at FILEWIDE, its file and kind."""
+    from an earlier line is shared by every line after it). At LABELLESS, its file, process
+    and device whatever its label; at FILEWIDE, its file. (A pool holds one kind.)"""
     if level == FILEWIDE:
-        return event.source.path, event.kind, event.memory
+        return event.source.path, event.memory
     if level == LABELLESS:
-        return event.source.path, event.kind, event.node, event.pid, event.actor, event.rank, event.gpu, event.memory
+        return event.source.path, event.node, event.pid, event.actor, event.rank, event.gpu, event.memory
     f = event.fields
-    series = (event.source.path, event.kind, event.node, event.pid, event.actor, event.rank, event.gpu, event.memory, f.get("label"))
+    series = (event.source.path, event.node, event.pid, event.actor, event.rank, event.gpu, event.memory, f.get("label"))
     if level == 0:
         return series, event.source.line, event.text
     if event.time is not None and not event.time_inferred and (seconds := epoch_seconds(event.time)) is not None:
