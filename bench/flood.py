@@ -22,6 +22,7 @@ import random
 import re
 import sys
 import tempfile
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def excerpts() -> list[str]:
     found = []
     for path in sorted((ROOT / "fixtures" / "real").glob("*.log")):
         text = path.read_text(errors="replace")
-        if 'File "' in text and ("CUDA out of memory" in text or "OutOfMemoryError" in text):
+        if 'File "' in text and "CUDA out of memory" in text:
             found.append(text if text.endswith("\n") else text + "\n")
     return found
 
@@ -59,8 +60,10 @@ def _redrawn(rng: random.Random, text: str, pid: int, gpu: int) -> str:
     )
 
 
-def flood(rng: random.Random, failures: int, path: Path) -> None:
-    """`failures` failures as a run failing in a loop prints them, a few seconds apart."""
+def flood(rng: random.Random, failures: int, path: Path) -> Counter[str]:
+    """`failures` failures as a run failing in a loop prints them, a few seconds apart; how
+    many of each kind it wrote (a CUDA OOM's excerpt may hold more failures of its own)."""
+    planted: Counter[str] = Counter()
     real = excerpts()
     workers = [(rng.choice(ACTORS), rng.randrange(1000, 99999), f"10.0.0.{2 + rank // 8}", rank) for rank in range(64)]
     t = datetime(2025, 4, 2, rng.randrange(24), rng.randrange(60))
@@ -70,20 +73,22 @@ def flood(rng: random.Random, failures: int, path: Path) -> None:
             stamp = f"{t:%Y-%m-%d %H:%M:%S},{rng.randrange(1000):03d}"
             actor, pid, node, rank = rng.choice(workers)
             pick = rng.random()
-            if pick < 0.55:
+            kind = "cuda_oom" if pick < 0.55 else "watchdog_timeout" if pick < 0.75 else "ray_worker_died" if pick < 0.92 else "ray_oom_summary"
+            planted[kind] += 1
+            if kind == "cuda_oom":
                 block = _redrawn(rng, rng.choice(real), pid, rank % 8)
                 if rng.random() < 0.5:
                     prefix = f"({actor} pid={pid}, ip={node}) "
                     block = "".join(prefix + line for line in block.splitlines(keepends=True))
                 out.write(f"{stamp}\tINFO trainer.py:88 -- step {n}: retrying after an error\n{block}")
-            elif pick < 0.75:
+            elif kind == "watchdog_timeout":
                 out.write(
                     f"[{stamp} E {pid} {pid}] ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective operation "
                     f"timeout: WorkNCCL(SeqNum={n}, OpType={rng.choice(['ALLREDUCE', 'ALLGATHER', '_ALLGATHER_BASE', 'BROADCAST'])}, "
                     f"NumelIn={rng.randrange(1, 10**9)}, NumelOut={rng.randrange(1, 10**9)}, Timeout(ms)=600000) ran for "
                     f"{600000 + rng.randrange(99999)} milliseconds before timing out.\n"
                 )
-            elif pick < 0.92:
+            elif kind == "ray_worker_died":
                 out.write(
                     f"{stamp}\tWARNING worker.py:2058 -- A worker died or was killed while executing a task by an unexpected system error. "
                     f"To troubleshoot the problem, check the logs for the dead worker. RayTask ID: {rng.getrandbits(192):048x} "
@@ -97,6 +102,7 @@ def flood(rng: random.Random, failures: int, path: Path) -> None:
                     f"to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: {rng.getrandbits(224):056x}, "
                     f"IP: {node}) over the last time period.\n"
                 )
+    return planted
 
 
 def main() -> None:

@@ -227,6 +227,7 @@ def main() -> None:
         print(f"  missed: {line}")
     ok = vs_lnav >= TARGETS["vs_lnav"] and vs_rg <= TARGETS["vs_rg"] and peak / 1e6 <= TARGETS["peak_mb"] and identical and not missing
     print("targets met" if ok else "targets NOT met")
+    sys.exit(0 if ok else 1)  # as hostile.py and flood.py: `make bench` fails while a target is not met
 
 
 if __name__ == "__main__":

@@ -95,8 +95,8 @@ class Reduction:
         self.texts: dict[int, dict] = {}  # the held clues' texts, one copy each: a loop's tracebacks share theirs
 
     def take(self, x: Event | Clue, slot: Slot) -> Event | Clue | None:
-        """`x` itself when it is a clue of no traceback; else None: the reduction takes it
-        (`restore` puts it back at `slot` if it is kept)."""
+        """`x` itself when it is a clock's clue; else None: the reduction takes the event,
+        setting or traceback (`restore` puts it back at `slot` if it is kept)."""
         if isinstance(x, Event):
             self.add(x, slot)
             return None
