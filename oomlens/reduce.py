@@ -15,6 +15,10 @@ of all the labels of a file, process and device (a label with a counter or an id
 makes a series of every line), and FILEWIDE one of each file (a log whose every line names
 another process or node, as Ray's deaths of workers restarted in a loop do).
 
+A raylet that runs tasks for a week says every worker's exit, a clock's clue (the same
+exit the GCS stamps on its own clock): those are a pool of their own, a series each file,
+node and process.
+
 A failure in a loop prints its traceback each time, and a CUDA OOM its hint to set
 `expandable_segments`. Of the settings a file prints, only the first and last copy of each
 text are kept: the remedies read the first and the last value of each setting, which those
@@ -42,7 +46,7 @@ from typing import cast
 
 import orjson
 
-from .events import CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event, Source, seconds
+from .events import CLUE_KINDS, CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event, Source, seconds
 from .kinds import shipped
 
 # Buckets kept over all series of a kind of readings, at most 2 + 2 x len(SIZES) readings each.
@@ -60,7 +64,7 @@ FILEWIDE = WIDEST + 2  # and whose one bucket holds every series of a file: the 
 
 
 Slot = tuple[int, int]  # where an event stood: (input, place in that input's list)
-Entry = tuple[Event, Slot, tuple]  # and its place in its series (see _order)
+Entry = tuple[Event | Clue, Slot, tuple]  # and its place in its series (see _order)
 Tally = dict[str, tuple[int, int]]  # by kind: the events added, and the level of its pool
 NOTHING: Tally = {}  # the tally of an input nothing was read of
 MIN = {name: "min " + name for name in SIZES}  # the roles of a bucket, by size
@@ -95,9 +99,9 @@ class Reduction:
         self.texts: dict[int, dict] = {}  # the held clues' texts, one copy each: a loop's tracebacks share theirs
 
     def take(self, x: Event | Clue, slot: Slot) -> Event | Clue | None:
-        """`x` itself when it is a clock's clue; else None: the reduction takes the event,
-        setting or traceback (`restore` puts it back at `slot` if it is kept)."""
-        if isinstance(x, Event):
+        """None: the reduction takes every event and clue (`restore` puts it back at `slot`
+        if it is kept); `x` itself only when it is a clue of a kind it does not know."""
+        if isinstance(x, Event) or x.kind == "clock":
             self.add(x, slot)
             return None
         if x.kind == "setting":
@@ -125,8 +129,9 @@ class Reduction:
             pool = self.pools[kind] = Pool(self.budget if reading else max(1, self.budget // FAILURE_SHARE), SIZES if reading else ())
         return pool
 
-    def add(self, event: Event, slot: Slot) -> None:
-        """Take one event; it is kept for as long as it holds a role of its bucket."""
+    def add(self, event: Event | Clue, slot: Slot) -> None:
+        """Take one event (or clock's clue, a pool of its own: a raylet that runs tasks for a
+        week says every worker's exit); it is kept for as long as it holds a role of its bucket."""
         pool = self._pool(event.kind)
         pool.seen += 1
         key = _key(event, pool.level)
@@ -195,7 +200,7 @@ class Reduction:
         ends = {path: [self.context[place][0].source.end_line for place in places] for path, places in by_path.items()}
         keep: set[int] = set()
         for event, _, _ in self.kept():
-            for src in event.sources:
+            for src in event.sources if isinstance(event, Event) else ():
                 if src.path in by_path:
                     keep.update(self._nearest_copies(by_path[src.path], ends[src.path], src))
         if spare_ends:
@@ -239,9 +244,9 @@ def tally_of(found: list[Event | Clue]) -> Tally:
 
 
 def counts(tally: Tally) -> tuple[int, int]:
-    """How many readings, and how many failures, a tally counts."""
+    """How many readings, and how many failures, a tally counts (not its clocks' clues)."""
     readings = sum(seen for kind, (seen, _) in tally.items() if kind in READINGS)
-    return readings, sum(seen for _, (seen, _) in tally.items()) - readings
+    return readings, sum(seen for kind, (seen, _) in tally.items() if kind not in CLUE_KINDS) - readings
 
 
 def reduce_found(found: list, index: int, reduction: Reduction) -> None:
@@ -281,14 +286,14 @@ def _distinct(bucket: dict[str, Entry]) -> list[Entry]:
     return list({id(entry[0]): entry for entry in bucket.values()}.values())
 
 
-def _roles(event: Event, sizes: tuple[str, ...]) -> list[str]:
+def _roles(event: Event | Clue, sizes: tuple[str, ...]) -> list[str]:
     f = event.fields
     return ["first", "last", *(role[name] for name in sizes if f.get(name) is not None for role in (MIN, MAX))]
 
 
-def _order(event: Event) -> tuple:
+def _order(x: Event | Clue) -> tuple:
     """An event's place in its series: its line, then its text (two readings of one line)."""
-    return event.source.line, event.text
+    return x.source.line, x.text if isinstance(x, Event) else ""
 
 
 def _keep(bucket: dict[str, Entry], entry: Entry, sizes: tuple[str, ...]) -> None:
@@ -310,12 +315,14 @@ def _keep(bucket: dict[str, Entry], entry: Entry, sizes: tuple[str, ...]) -> Non
             bucket[MAX[name]] = entry
 
 
-def _key(event: Event, level: int) -> tuple:
+def _key(event: Event | Clue, level: int) -> tuple:
     """The bucket of an event at `level`: at level 0 its own; above, its series and its
     place on a grid 2**(level - 1) wide of seconds since the epoch where its line printed a
     time (one printed without a zone read as UTC), else of line numbers (a time borrowed
     from an earlier line is shared by every line after it). At LABELLESS, its file, process
     and device whatever its label; at FILEWIDE, its file. (A pool holds one kind.)"""
+    if isinstance(event, Clue):  # a clock's: its series is its file, node and process; its time its own line's
+        return _clock_key(event, level)
     if level == FILEWIDE:
         return event.source.path, event.memory
     if level == LABELLESS:
@@ -327,6 +334,19 @@ def _key(event: Event, level: int) -> tuple:
     if event.time is not None and not event.time_inferred and (seconds := epoch_seconds(event.time)) is not None:
         return series, "s", seconds >> (level - 1)
     return series, "line", event.source.line >> (level - 1)
+
+
+def _clock_key(clue: Clue, level: int) -> tuple:
+    if level == FILEWIDE:
+        return (clue.source.path,)
+    series = (clue.source.path, clue.node, clue.pid)
+    if level == 0:
+        return series, clue.source.line
+    if level == LABELLESS:
+        return series
+    if clue.time is not None and (seconds := epoch_seconds(clue.time)) is not None:
+        return series, "s", seconds >> (level - 1)
+    return series, "line", clue.source.line >> (level - 1)
 
 
 def epoch_seconds(time: str) -> int | None:

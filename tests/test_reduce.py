@@ -506,3 +506,31 @@ def test_the_clues_stay_while_no_failure_is_left_out():
     assert sorted((x.source.path, x.source.line) for x in kept if isinstance(x, Clue) and x.kind == "setting") == sorted(
         {(path, line) for (path, _), lines in copies.items() for line in (min(lines), max(lines))}
     )
+
+
+def test_a_raylet_that_says_every_worker_s_exit_keeps_a_few_of_them_each_stretch():
+    """A raylet running tasks for a week says every worker's disconnect (a clock's clue: the
+    same exit the GCS stamps on its own clock). 200,000 of them took 224 MB. They are a pool
+    of their own: the first and last of each stretch of each raylet, within the budget, the
+    same however the input is split; a crash's few all stay."""
+    rng = random.Random(12)
+    t0 = datetime(2025, 5, 21, tzinfo=UTC)
+    clues = [
+        Clue(
+            "clock",
+            Source(f"logs/raylet.{n % 3}.out", n // 3 + 1, n // 3 + 1),
+            {"seen": f"worker_exit:{rng.getrandbits(224):056x}"},
+            (t0 + timedelta(seconds=n * rng.choice([0.1, 2, 30]))).isoformat(timespec="milliseconds")[:-6],
+            pid=4000 + n % 3,
+            node=f"10.0.0.{n % 3}",
+        )
+        for n in range(20_000)
+    ]
+    once = reduce_all(clues, 100, 1, rng)
+    assert reduce_all(clues, 100, 4, rng) == once
+    assert 3 * 2 <= len(once) <= 2 * 100 // FAILURE_SHARE
+    for path in {c.source.path for c in clues}:
+        mine = [c for c in clues if c.source.path == path]
+        assert id(mine[0]) in once and id(mine[-1]) in once
+    few = clues[:40]
+    assert reduce_all(few, 100, 2, rng) == {id(c) for c in few}
