@@ -1,4 +1,4 @@
-"""Reduce: memory readings and failures kept within a fixed budget, whatever the length of the run.
+"""Reduce: events and clues kept within a fixed budget, whatever the length of the run.
 
 A week-long run prints millions of memory lines, and a run that fails in a loop can print
 the same failure by the hundred thousand (a CUDA OOM at every step, a watchdog at every
@@ -180,7 +180,7 @@ class Reduction:
             copies["last"] = (clue, slot)
 
     def kept(self) -> list[Entry]:
-        """Every event kept, once each, in no particular order."""
+        """Every event (and clock's clue) kept, once each, in no particular order."""
         return [entry for pool in self.pools.values() for bucket in pool.buckets.values() for entry in _distinct(bucket)]
 
     def prune(self, spare_ends: bool = False) -> None:
@@ -192,8 +192,8 @@ class Reduction:
         not show). `spare_ends`: keep every clue near the first and last lines read of its
         file in its input too, which an event of a part not read yet (the rest of the file,
         another byte range of it) may stand near."""
-        if not any(pool.level for kind, pool in self.pools.items() if kind not in READINGS):
-            return
+        if not any(pool.level for kind, pool in self.pools.items() if kind not in READINGS and kind not in CLUE_KINDS):
+            return  # no failure was left out (a clock's clues may have been: they are no failure's context)
         by_path: dict[str, list[int]] = {}  # places in self.context, by file, in line order
         for place in sorted(range(len(self.context)), key=lambda i: (self.context[i][0].source.path, self.context[i][0].source.line)):
             by_path.setdefault(self.context[place][0].source.path, []).append(place)

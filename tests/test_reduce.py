@@ -534,3 +534,18 @@ def test_a_raylet_that_says_every_worker_s_exit_keeps_a_few_of_them_each_stretch
         assert id(mine[0]) in once and id(mine[-1]) in once
     few = clues[:40]
     assert reduce_all(few, 100, 2, rng) == {id(c) for c in few}
+
+
+def test_a_flood_of_clocks_leaves_the_tracebacks_alone():
+    """A raylet's every worker exit coarsens the clocks' pool, not the failures': every
+    traceback stays, even one near no event (it may name an OOM the logs show no kind of)."""
+    rng = random.Random(13)
+    found = failing_loop(rng, 600)
+    t0 = datetime(2025, 5, 21, tzinfo=UTC)
+    found += [
+        Clue("clock", Source("raylet.out", n + 1, n + 1), {"seen": f"worker_exit:{n:056x}"}, (t0 + timedelta(seconds=n)).isoformat()) for n in range(5000)
+    ]
+    kept = reduce_all(found, 1000, 2, rng)
+    tracebacks = [x for x in found if isinstance(x, Clue) and x.kind == "context"]
+    assert {id(c) for c in tracebacks} <= kept
+    assert sum(1 for x in found if isinstance(x, Clue) and x.kind == "clock" and id(x) in kept) < 1000
