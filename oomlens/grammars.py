@@ -211,8 +211,10 @@ class Family:
                     if "0" in node:  # where it stood is not known: its numbers cannot be put back
                         raise SyntaxError("a token without its place")
                 else:
-                    first = bisect.bisect_left(starts, start)
-                    inside = [i for i in range(first, bisect.bisect_left(starts, end)) if places[i][1] <= end]
+                    first = max(0, bisect.bisect_right(starts, start) - 1)  # a number that begins before the token may run into it
+                    inside = [i for i in range(first, bisect.bisect_left(starts, end)) if places[i][1] > start]
+                    if any(places[i][0] < start or places[i][1] > end for i in inside):
+                        raise SyntaxError("a number split between tokens")  # `0.0` where the grammar reads `0` and `.0`: its digits cannot go back
                     if len(inside) == 1 and places[inside[0]] == (start, end):
                         return f"read(numbers, {inside[0]}, {str(node.type)!r})"  # the token is the number
                     if inside:

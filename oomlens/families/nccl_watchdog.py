@@ -114,7 +114,7 @@ class Transformer(lark.Transformer):
 
     def terminated(self, items):
         _label, inner = items
-        if isinstance(inner, lark.Token):  # the watchdog died of an NCCL error, not a timeout
+        if isinstance(inner, str):  # a token (text, as the shape cache gives it): the watchdog died of an NCCL error, not a timeout
             return {"fields": _fields("nccl", error=str(inner))}
         return inner
 
