@@ -9,7 +9,8 @@ rows, mutated real logs. Made anew each run from a seed (printed), so no run tun
 input. Timed as a user runs it (`oomlens parse FILE --format json --jobs 1`, the process's
 start included), beside ripgrep's search of the same file for the triggers; then again at
 4x the size, since work that grows with the square of the input (a copy of the rest of a
-chunk per line) hides at 1 MB behind the process's start.
+chunk per line) hides at 1 MB behind the process's start; at 4x its peak memory is sampled
+too (issue 14: under 300 MB whatever the input).
 
     python bench/hostile.py [--seed N] [--size BYTES] [--scale N]
 """
@@ -27,9 +28,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from run import PeakRSS
+
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 2.0  # seconds, the issue's target per 1 MB input
 GROWTH = 1.5  # the most the CPU time may grow per unit of size (linear work, with room for noise): the square of 4x is 16x
+PEAK_MB = 300  # issue 14's memory target, whatever the input
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {size} GiB. GPU {gpu} has a total capacity of 79.15 GiB of which {free} GiB is free."
 SUMMARY = (
     "[{stamp} E 1 2] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed "
@@ -119,15 +123,20 @@ def kinds(rng: random.Random, size: int) -> dict[str, bytes]:
     }
 
 
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds, and the CPU seconds of the command (user and system): what its wall time
-    is on an idle core, whatever else the machine runs meanwhile."""
+def timed(cmd: list[str]) -> tuple[float, float, int]:
+    """Wall seconds, the CPU seconds of the command (user and system: what its wall time
+    is on an idle core, whatever else the machine runs meanwhile), and its peak memory (PSS
+    summed over its processes, sampled as bench/run.py does)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=600)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sampler = PeakRSS(proc.pid)
+    sampler.start()
+    proc.wait(timeout=600)
+    sampler.running = False
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), sampler.peak_pss
 
 
 def main() -> None:
@@ -141,26 +150,29 @@ def main() -> None:
     big = args.size * args.scale
     print(f"\nhostile input, {args.size:,} bytes of each kind and {big:,} (seed {args.seed})")
     print(
-        f"targets: each under {LIMIT:.0f} s of CPU at {args.size:,} bytes; at {args.scale}x the size, at most {GROWTH * args.scale:.0f}x the CPU (linear work)"
+        f"targets: each under {LIMIT:.0f} s of CPU at {args.size:,} bytes; at {args.scale}x the size, at most {GROWTH * args.scale:.0f}x the CPU "
+        f"(linear work) and under {PEAK_MB} MB (PSS)"
     )
-    print(f"{'kind':<38}{'oomlens wall s':>15}{'CPU s':>7}{'rg wall s':>10}{f'CPU s, {args.scale}x':>12}{'growth':>8}")
-    worst, steepest = ("", 0.0), ("", 0.0)
+    print(f"{'kind':<38}{'oomlens wall s':>15}{'CPU s':>7}{'rg wall s':>10}{f'CPU s, {args.scale}x':>12}{'growth':>8}{f'MB, {args.scale}x':>9}")
+    worst, steepest, biggest = ("", 0.0), ("", 0.0), ("", 0)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "input.log"
         larger = kinds(random.Random(args.seed), big)
         for name, data in kinds(random.Random(args.seed), args.size).items():
             path.write_bytes(data)
-            wall, cpu = timed([*oomlens, str(path)])
+            wall, cpu, _ = timed([*oomlens, str(path)])
             base = timed([rg, "-c", "-a", TRIGGERS, str(path)])[0] if rg else float("nan")
             path.write_bytes(larger[name])
-            cpu_big = timed([*oomlens, str(path)])[1]
+            _, cpu_big, pss = timed([*oomlens, str(path)])
             growth = cpu_big / cpu
-            print(f"{name:<38}{wall:>15.2f}{cpu:>7.2f}{base:>10.2f}{cpu_big:>12.2f}{growth:>8.1f}")
+            print(f"{name:<38}{wall:>15.2f}{cpu:>7.2f}{base:>10.2f}{cpu_big:>12.2f}{growth:>8.1f}{pss / 2**20:>9.0f}")
             worst = max(worst, (name, cpu), key=lambda x: x[1])
             steepest = max(steepest, (name, growth), key=lambda x: x[1])
-    met = worst[1] < LIMIT and steepest[1] <= GROWTH * args.scale
+            biggest = max(biggest, (name, pss), key=lambda x: x[1])
+    met = worst[1] < LIMIT and steepest[1] <= GROWTH * args.scale and biggest[1] <= PEAK_MB * 2**20
     print(
-        f"worst: {worst[0]}, {worst[1]:.2f} s of CPU; steepest: {steepest[0]}, {steepest[1]:.1f}x at {args.scale}x the size: targets {'met' if met else 'NOT met'}"
+        f"worst: {worst[0]}, {worst[1]:.2f} s of CPU; steepest: {steepest[0]}, {steepest[1]:.1f}x at {args.scale}x the size; "
+        f"most memory: {biggest[0]}, {biggest[1] / 2**20:.0f} MB: targets {'met' if met else 'NOT met'}"
     )
     sys.exit(0 if met else 1)
 
