@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import LarkError, UnexpectedInput
 
-from .shapes import MAX_SHAPES, NUMBER_RUN, numbers_and_shape
+from .shapes import MAX_SHAPE_LINE, MAX_SHAPES, NUMBER_RUN, numbers_and_shape
 
 
 class Start:
@@ -148,7 +148,7 @@ class Family:
         if self.reduce is not None and "\n" not in text and (head := self.reduce.match(text)):
             # family() sets reduce only together with keep: no check of keep per block
             text = " ".join([head.group(0), *(m.group(0) for m in self.keep.finditer(text, head.end()))])  # type: ignore[union-attr]
-        if self.shapes is not None and "\n" not in text:
+        if self.shapes is not None and "\n" not in text and len(text) <= MAX_SHAPE_LINE:
             drafts, complete = self._parse_shape(text, self.shapes)
         else:
             tree, complete = parse_prefix(self.parser, text)

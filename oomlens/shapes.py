@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 MAX_SHAPES = 4096  # shapes a cache of them keeps before it starts over
+MAX_SHAPE_LINE = 16 << 10  # a longer line parses as it stands: its shape would not come again, and finding it is a pass over it all
 
 # Every ASCII digit a 0, by bytes.translate (a table lookup in C; str.translate looks a
 # dict up per character in text that is not ASCII).
