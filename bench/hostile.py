@@ -21,14 +21,12 @@ import argparse
 import random
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from run import PeakRSS
+import run
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 2.0  # seconds, the issue's target per 1 MB input
@@ -126,17 +124,11 @@ def kinds(rng: random.Random, size: int) -> dict[str, bytes]:
 def timed(cmd: list[str]) -> tuple[float, float, int]:
     """Wall seconds, the CPU seconds of the command (user and system: what its wall time
     is on an idle core, whatever else the machine runs meanwhile), and its peak memory (PSS
-    summed over its processes, sampled as bench/run.py does)."""
+    summed over its processes, bench/run.py's sampling)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    sampler = PeakRSS(proc.pid)
-    sampler.start()
-    proc.wait(timeout=600)
-    sampler.running = False
-    wall = time.perf_counter() - start
+    wall, (_, pss) = run.timed(cmd, check=False)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), sampler.peak_pss
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), pss
 
 
 def main() -> None:

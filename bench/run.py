@@ -42,6 +42,7 @@ KEYWORDS = [
     "Killed process",
 ]
 TARGETS = {"vs_lnav": 2.0, "vs_rg": 8.0, "peak_mb": 300}
+LIMIT_S = 600  # a command that runs longer hangs: the bench stops and says which
 
 
 def ensure_tools() -> None:
@@ -129,18 +130,23 @@ def _tree_memory(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
-def timed(cmd: list[str], output: Path | None = None) -> tuple[float, tuple[int, int]]:
+def timed(cmd: list[str], output: Path | None = None, check: bool = True) -> tuple[float, tuple[int, int]]:
     """Wall time of one run, and its peak memory (RSS and PSS summed over its processes);
-    stdout goes to `output` (or nowhere)."""
+    stdout goes to `output` (or nowhere). `check`: a failed command (exit code past 1) ends the bench."""
     with open(output, "wb") if output else open(os.devnull, "wb") as sink:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.DEVNULL, cwd=ROOT)
         sampler = PeakRSS(proc.pid)
         sampler.start()
-        proc.wait()
-        sampler.running = False
+        try:
+            proc.wait(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise SystemExit(f"{cmd[0]} ran past {LIMIT_S} s: {' '.join(cmd)}") from None
+        finally:
+            sampler.running = False
         elapsed = time.perf_counter() - start
-    if proc.returncode not in (0, 1):
+    if check and proc.returncode not in (0, 1):
         raise SystemExit(f"{cmd[0]} failed with exit code {proc.returncode}")
     return elapsed, (sampler.peak, sampler.peak_pss)
 

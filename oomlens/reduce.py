@@ -41,7 +41,9 @@ import functools
 import itertools
 import math
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import cast
 
 import orjson
@@ -65,8 +67,8 @@ FILEWIDE = WIDEST + 2  # and whose one bucket holds every series of a file: the 
 
 Slot = tuple[int, int]  # where an event stood: (input, place in that input's list)
 Entry = tuple[Event | Clue, Slot, tuple]  # and its place in its series (see _order)
-Tally = dict[str, tuple[int, int]]  # by kind: the events added, and the level of its pool
-NOTHING: Tally = {}  # the tally of an input nothing was read of
+Tally = Mapping[str, tuple[int, int]]  # by kind: the events added, and the level of its pool
+NOTHING: Tally = MappingProxyType({})  # the tally of an input nothing was read of (shared: read-only)
 MIN = {name: "min " + name for name in SIZES}  # the roles of a bucket, by size
 MAX = {name: "max " + name for name in SIZES}
 
@@ -230,7 +232,7 @@ class Reduction:
 
 def joined(tallies: list[Tally]) -> Tally:
     """The tally of several reductions merged into one (the byte ranges of one file)."""
-    out: Tally = {}
+    out: dict[str, tuple[int, int]] = {}
     for tally in tallies:
         for kind, (seen, level) in tally.items():
             before = out.get(kind, (0, 0))
@@ -331,9 +333,7 @@ def _key(event: Event | Clue, level: int) -> tuple:
     series = (event.source.path, event.node, event.pid, event.actor, event.rank, event.gpu, event.memory, f.get("label"))
     if level == 0:
         return series, event.source.line, event.text
-    if event.time is not None and not event.time_inferred and (seconds := epoch_seconds(event.time)) is not None:
-        return series, "s", seconds >> (level - 1)
-    return series, "line", event.source.line >> (level - 1)
+    return _grid(series, None if event.time_inferred else event.time, event.source.line, level)
 
 
 def _clock_key(clue: Clue, level: int) -> tuple:
@@ -344,9 +344,14 @@ def _clock_key(clue: Clue, level: int) -> tuple:
         return series, clue.source.line
     if level == LABELLESS:
         return series
-    if clue.time is not None and (seconds := epoch_seconds(clue.time)) is not None:
+    return _grid(series, clue.time, clue.source.line, level)
+
+
+def _grid(series: tuple, time: str | None, line: int, level: int) -> tuple:
+    """A series' bucket at a level of the grid (1 to WIDEST): by the time its line printed, else by its line."""
+    if time is not None and (seconds := epoch_seconds(time)) is not None:
         return series, "s", seconds >> (level - 1)
-    return series, "line", clue.source.line >> (level - 1)
+    return series, "line", line >> (level - 1)
 
 
 def epoch_seconds(time: str) -> int | None:
