@@ -5,11 +5,13 @@ the system package manager when they are missing, then times, each the best of a
 taken in turns:
   - ripgrep counting the trigger words in every file (`rg -c -z`, the floor of a keyword scan),
   - lnav loading every file (`lnav -n -c ';SELECT count(*) FROM all_logs'`),
-  - oomlens parse --format json with --jobs 2, and with --jobs 1 (outputs must be identical).
+  - oomlens parse --format json with --jobs 2, and with --jobs 1 (outputs must be identical),
+  - the floor of any per-line Python reader of the same lines (`bench/floor.py`: find, decode,
+    one match and the numbers of each line that holds a trigger, in two processes).
 Prints throughput (MB/s of uncompressed log), the ratios, oomlens' peak memory (PSS and RSS summed over
 its processes) beside the number of events it kept, recall (every planted incident found),
 and the worst single file: of the largest files and the driver console, the one oomlens
-reads slowest, timed alone against ripgrep on the same file.
+reads slowest, timed alone against ripgrep (and the floor) on the same file.
 
     python bench/run.py [--size-mb 1000] [--seed 7] [--runs 3] [--unique-shapes]
 """
@@ -31,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CACHE = HERE / "cache"
 OOMLENS = [sys.executable, "-m", "oomlens"]
+FLOOR = [sys.executable, str(HERE / "floor.py")]
 KEYWORDS = [
     "killed due to",
     "out of memory",
@@ -186,6 +189,7 @@ def main() -> None:
         "ripgrep": (rg_cmd, None),
         "lnav": (lnav_cmd, None),
         "oomlens -j 2": ([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "2"], out2),
+        "floor": ([*FLOOR, str(tree)], None),
     }
     timings: dict[str, tuple[float, tuple[int, int]]] = {}
     for _ in range(args.runs):  # the tools take turns, so a busy moment of the machine hits them alike
@@ -206,6 +210,7 @@ def main() -> None:
         rg_s, _ = timed(["rg", "-c", "-z", *sum((["-e", k] for k in KEYWORDS), []), str(path)])
         if worst is None or nbytes / ours_s < worst[1] / worst[2]:
             worst = (path, nbytes, ours_s, rg_s)
+    floor_s, _ = timed([*FLOOR, str(worst[0])])
 
     mb = size / 1e6
     print(f"\ntree: {tree.relative_to(ROOT)}, {len(files)} files, {mb:,.0f} MB of log text (seed {args.seed})")
@@ -218,6 +223,8 @@ def main() -> None:
     vs_rg = ours / timings["ripgrep"][0]
     print(f"\noomlens is {vs_lnav:.1f}x faster than lnav (target >= {TARGETS['vs_lnav']}x)")
     print(f"oomlens takes {vs_rg:.1f}x the time of ripgrep (target <= {TARGETS['vs_rg']}x)")
+    floor = timings["floor"][0]
+    print(f"the floor of a per-line Python reader: {timings['lnav'][0] / floor:.1f}x faster than lnav, {floor / timings['ripgrep'][0]:.1f}x ripgrep's time")
     print(
         f"peak memory {peak / 1e6:.0f} MB PSS over all processes ({rss / 1e6:.0f} MB RSS summed; target <= {TARGETS['peak_mb']} MB PSS), "
         f"{len(result['events']):,} events kept of which {sum(1 for e in result['events'] if e['kind'] == 'gpu_memory'):,} memory readings of {read:,} read"
@@ -225,7 +232,8 @@ def main() -> None:
     path, nbytes, ours_s, rg_s = worst
     print(
         f"worst single file: {path.relative_to(tree)} ({nbytes / 1e6:,.0f} MB) at {nbytes / 1e6 / ours_s:.0f} MB/s, "
-        f"{ours_s / rg_s:.1f}x ripgrep's time on it ({ours_s:.2f} s vs {rg_s:.2f} s, both alone, oomlens --jobs 2 with its start-up)"
+        f"{ours_s / rg_s:.1f}x ripgrep's time on it ({ours_s:.2f} s vs {rg_s:.2f} s, both alone, oomlens --jobs 2 with its start-up); "
+        f"the floor on it {floor_s / rg_s:.1f}x ({floor_s:.2f} s)"
     )
     print(f"--jobs 1 and --jobs 2 outputs identical: {identical}")
     print(f"recall: {len(manifest['planted']) - len(missing)}/{len(manifest['planted'])} planted incidents found")
