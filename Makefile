@@ -39,7 +39,7 @@ browser:
 fuzz: $(STAMP)
 	FUZZ_MINUTES=$${FUZZ_MINUTES:-10} $(BIN)/python tests/fuzzing.py
 
-# the 1 GB tree against ripgrep and lnav, 1 MB of each kind of hostile input, then a run failing in a loop
+# the 1 GB tree against ripgrep, lnav and the floor of a per-line Python reader, 1 MB of each kind of hostile input, then a run failing in a loop
 bench: $(STAMP)
 	$(BIN)/python bench/run.py; tree=$$?; $(BIN)/python bench/hostile.py; hostile=$$?; $(BIN)/python bench/flood.py && exit $$((tree || hostile))
 
