@@ -136,6 +136,19 @@ class Transformer(lark.Transformer):
     def kv_cache(self, items):
         return _draft("vllm available kv cache", {"kv_cache_bytes": items[0]})
 
+    def startup_free(self, items):
+        device, free, total, unit, utilization, requested, _rest = items
+        free_bytes, total_bytes = to_bytes(free, unit), to_bytes(total, unit)
+        used = None if free_bytes is None or total_bytes is None else total_bytes - free_bytes
+        fields = {
+            "free_bytes": free_bytes,
+            "total_bytes": total_bytes,
+            "used_bytes": used,
+            "gpu_memory_utilization": float(utilization),
+            "requested_bytes": requested,
+        }
+        return _draft("vllm startup free memory", {**fields, "device": str(device) if device else None})
+
     def loading(self, items):
         _phrase, weights, seconds = items
         return _draft("vllm model loading", {"weights_bytes": weights, "load_seconds": None if seconds is None else float(seconds)})
