@@ -403,8 +403,7 @@ def _where(event: Event) -> str:
 def _explain_ray_kill(incident: Incident, context: Context, kind: Kind) -> None:
     root = incident.root
     f = root.fields
-    top = [row for row in f.get("top", []) if row.get("command", "").startswith("ray::") and row.get("bytes") is not None]
-    culprit = max(top, key=lambda row: row["bytes"], default=None)
+    culprit = _culprit(f)
     killed = [w for w in f.get("killed") or [] if isinstance(w, dict)]
     victim = killed[0] if killed else None
     phase_component, where = phase_of(context.around(root))
@@ -421,7 +420,7 @@ def _explain_ray_kill(incident: Incident, context: Context, kind: Kind) -> None:
             f"top memory user: pid {culprit['pid']} {culprit['command']} {gib(culprit['bytes'])}" + (f" ({share:.0%} of node memory in use)" if share else "")
         )
         incident.confidence = 0.9 if incident.component else 0.6
-    elif victim and victim.get("bytes") and f.get("node_used_bytes") and victim["bytes"] >= 0.3 * f["node_used_bytes"]:
+    elif victim and victim.get("bytes") and f.get("node_used_bytes") and victim["bytes"] >= HELD_SHARE * f["node_used_bytes"]:
         incident.component = root.component
         incident.confidence = 0.75
     elif phase_component:
@@ -435,6 +434,33 @@ def _explain_ray_kill(incident: Incident, context: Context, kind: Kind) -> None:
             f"node memory {gib(f['node_used_bytes'])} of {gib(f.get('node_total_bytes'))}"
             + (f", threshold {f['threshold']}" if f.get("threshold") is not None else "")
         )
+
+
+HELD_SHARE = 0.3  # of the node's memory in use: what holds less of it did not run the node out
+
+
+def _culprit(f: dict[str, Any]) -> dict[str, Any] | None:
+    """The Top-10 row that names what ran the node out of memory: the biggest user of the
+    whole table, when it is a Ray worker and the table is whole from its top (a paste cut
+    above its rows lost the biggest), and when the rows of its component (of its command,
+    where it names none) hold at least HELD_SHARE of the memory the node used, where that
+    is told. A dashboard agent or an IDE server on top, or a table that holds a few
+    percent of the memory in use (the rest in the object store or the page cache), names
+    no component."""
+    rows = [row for row in f.get("top") or [] if row.get("bytes") is not None]
+    biggest = max(rows, key=lambda row: row["bytes"], default=None)
+    if biggest is None or f.get("top_cut") or not biggest.get("command", "").startswith("ray::"):
+        return None
+    if f.get("node_used_bytes"):
+        ours = component_of(biggest["command"][5:])
+        held = sum(
+            row["bytes"]
+            for row in rows
+            if row.get("command", "").startswith("ray::") and (component_of(row["command"][5:]) == ours if ours else row["command"] == biggest["command"])
+        )
+        if held < HELD_SHARE * f["node_used_bytes"]:
+            return None
+    return biggest
 
 
 def _explain_summary(incident: Incident, context: Context, kind: Kind) -> None:

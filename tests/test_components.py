@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import REAL
 from oomlens import analyze, parse_text
-from oomlens.correlate import component_of
+from oomlens.correlate import HELD_SHARE, component_of
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of 79.25 GiB of which 1.02 GiB is free."
 
@@ -92,3 +93,59 @@ def test_an_optimizer_frame_names_training_only_when_nothing_else_does(tmp_path)
     assert verdict_of(f"Traceback (most recent call last):\n{frames}{OOM}\n", tmp_path) == "actor_train"
     critic = '  File "/verl/verl/workers/fsdp_workers.py", line 1321, in update_critic\n    metrics = self.critic.update_critic(data=data)\n'
     assert verdict_of(f"Traceback (most recent call last):\n{critic}{frames}{OOM}\n", tmp_path) == "critic"
+
+
+# -- which Top-10 row names the component of a Ray OOM kill (correlate._culprit) ---------------
+
+KILL = (REAL / "201_verl_2950.log").read_text()  # veRL's four rollout workers hold 224.79 of the node's 246.41 GB
+ROLLOUT_GB = 56.57 + 56.36 + 56.13 + 55.73
+
+
+def _kill(text: str, tmp_path) -> dict:
+    path = tmp_path / "kill.log"
+    path.write_text(text)
+    return analyze(str(path), jobs=1).verdict or {}
+
+
+@pytest.mark.parametrize("used", [230.0, 400.0, 700.0, 749.0, 750.0, 1000.0, 2400.0])
+def test_the_top_users_name_the_component_only_when_they_hold_what_the_node_used(used, tmp_path):
+    """The same table on a node that used more and more memory: the rollout workers stay the
+    top users, but once they hold under HELD_SHARE of what the node used, the memory is
+    elsewhere (the object store, the page cache, processes the table does not list)."""
+    text = KILL.replace("was running was 246.41GB / 251.54GB (0.979583)", f"was running was {used:.2f}GB / {used * 1.02:.2f}GB (0.980392)")
+    verdict = _kill(text, tmp_path)
+    assert verdict["root_kind"] == "ray_oom_kill" and verdict["memory"] == "host"
+    assert verdict["component"] == ("rollout" if ROLLOUT_GB >= HELD_SHARE * used else None)
+
+
+@pytest.mark.parametrize("usage_told", [True, False])
+@pytest.mark.parametrize("gb,component", [(120.0, None), (57.0, None), (56.0, "rollout"), (1.0, "rollout")])
+def test_a_process_that_is_no_ray_worker_on_top_of_the_table_names_no_component(gb, component, usage_told, tmp_path):
+    """Ray's dashboard agent leaking above the rollout workers: the biggest user is Ray's own
+    process, and no RL component ran the node out, whether or not the report says what the
+    node used (a paste without its "Memory on the node" line)."""
+    agent = f"4075001\t{gb:.2f}\t/usr/bin/python3 -u /usr/lib/python3.10/site-packages/ray/dashboard/agent.py --node-ip-address=10.20.49.141"
+    rows = [line for line in KILL.split("\n") if usage_told or not line.startswith("Memory on the node")]
+    at = next(i for i, line in enumerate(rows) if line.startswith("PID"))
+    text = "\n".join([*rows[: at + 1], agent, *rows[at + 1 :]])
+    path = tmp_path / "kill.log"
+    path.write_text(text)
+    (incident,) = analyze(str(path), jobs=1).incidents
+    assert incident.component == component
+    assert (incident.culprit or {}).get("pid") == (4100606 if component else None)  # the agent is never the culprit: it is no Ray worker
+
+
+@pytest.mark.parametrize("keep_header", [True, False])
+def test_a_table_cut_above_its_rows_names_no_component(keep_header, tmp_path):
+    """A paste that begins inside the table (a job's status keeps the last 20,000 characters)
+    lost its top rows: the biggest users it shows are not the biggest there were."""
+    rows = KILL.split("\n")
+    at = next(i for i, line in enumerate(rows) if line.startswith("PID"))
+    tail = rows[at + 2 :]  # the biggest row gone too
+    text = (
+        "\n".join([rows[at], *tail] if keep_header else tail)
+        + "\nRefer to the documentation on how to address the out of memory issue: https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html.\n"
+    )
+    verdict = _kill(text, tmp_path)
+    assert verdict["root_kind"] == "ray_oom_kill"
+    assert verdict["component"] == ("rollout" if keep_header else None)

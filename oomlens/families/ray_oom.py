@@ -175,7 +175,7 @@ class Transformer(lark.Transformer):
         return {}
 
     def top_title(self, items):
-        return {}
+        return {"top_header": True}
 
     def top_header(self, items):
         return {"top_header": True}
@@ -261,6 +261,8 @@ class Transformer(lark.Transformer):
             fields["node_limit_bytes"] = merged["node_limit_bytes"]
             if fields["threshold"] is None:
                 fields["threshold"] = round(merged["threshold_bytes"] / merged["node_limit_bytes"], 6)
+        if rows and not merged.get("top_header"):  # rows without the table's title or header: a paste cut above them, its top users gone
+            fields["top_cut"] = True
         for name in ("kill_reason", "idle_workers", "idle_workers_bytes", "task_name", "oom_retries_left", "retriable", "worker_id", "object_store_bytes"):
             if name in merged:
                 fields[name] = merged[name]
