@@ -444,6 +444,8 @@ class Scanner:
                 self._failed(line_base + counted_lines, err)
                 skip_until[fam.name] = data.find(b"\n", pos, end) + 1 or end
                 continue
+            if found is None and back < start:  # the lines it reached back to are another message's: read it from its own line
+                found = self.blocks.read(data, start, pos, fam, line_base + counted_lines + newlines(data, back, start))
             if found is None:
                 if back == start == _line_start(data, pos):
                     # read from its line's start, as every other hit of this family on the

@@ -256,3 +256,36 @@ def test_a_caller_header_wrapping_a_death(text, pid, sources, tmp_path):
     deaths = of_kind(analyze(str(path), jobs=1).events, "ray_worker_died")
     assert [(d.pid, len(d.sources)) for d in deaths] == [(pid, sources)]
     assert deaths[0].actor != "TaskRunner"  # the header's process is the caller, not the dead actor
+
+
+RAYLET_DEATH = (
+    "(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the problem, "
+    "check the logs for the dead worker. RayTask ID: ffffffffffffffff39c80b07739f33d0e93c25a501000000 Worker ID: "
+    "bbe3dad66021ea79a8010428d6b62182a10d9820ef2cb05eebbda3a4 Node ID: 11cc8329b7e3427cd1f8c1180517b9326fbab428cb30f7c1a44e4963 "
+    "Worker IP address: 10.0.0.3 Worker port: 40021 Worker PID: 23010 Worker exit type: SYSTEM_ERROR Worker exit detail: "
+    "Worker unexpectedly exits with a connection error code 2. End of file."
+)
+FIELDS = ["\tclass_name: LLMRayActor", "\tactor_id: 76f30a89bfab40aae642162902000000", "\tpid: 101850", "\tip: 10.0.0.3"]
+CAUSE = "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file."
+
+
+@pytest.mark.parametrize("above", [FIELDS, FIELDS[1:], FIELDS[:1], ["\tname: rollout_0", "\tnamespace: default"]])
+def test_an_actor_death_whose_first_line_was_cut_still_names_its_actor(above):
+    """`ray job submit` keeps the last 20,000 characters of the logs: an ActorDiedError may
+    begin at its fields. The cause reaches back over them (`//! back:`)."""
+    text = "\n".join(
+        ["Status message: Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):", *above, CAUSE, "Done."]
+    )
+    (death,) = of_kind(parse_text(text), "ray_worker_died")
+    told = dict(line.strip().split(": ", 1) for line in above)
+    assert death.source.line == 2 and death.fields["exit_type"] == "SYSTEM_ERROR"
+    assert (death.actor, death.pid) == (told.get("class_name"), int(told["pid"]) if "pid" in told else None)
+    assert death.fields.get("name") == told.get("name") and death.fields.get("actor_id") == told.get("actor_id")
+
+
+def test_lines_a_message_reaches_back_to_that_are_not_its_own_leave_it_read_from_its_line():
+    """A worker death below an indented `name:` line of a config print: the death reaches back to
+    it, cannot be read with it, and is read from its own line, not lost."""
+    text = "\n".join(["trainer:", "    name: ppo", RAYLET_DEATH, "after"])
+    (death,) = of_kind(parse_text(text), "ray_worker_died")
+    assert (death.source.line, death.pid, death.fields["exit_type"]) == (3, 23010, "SYSTEM_ERROR")
