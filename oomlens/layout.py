@@ -16,12 +16,14 @@ import re
 from collections import Counter
 from typing import BinaryIO
 
-from .envelopes import BY_NAME, Envelope, envelope_at, first_envelope, peel, starts_record, without
+from .envelopes import BY_NAME, Envelope, envelope_at, first_envelope, peel, starts_record, without, without_debris
 from .shapes import TEXT_TO_ZERO, TO_ZERO
 from .sources import Input, Wrapping
 from .times import STAMP_IN, stamp_of_match
 
 WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
+AS_WRITTEN, ON_TERMINAL, CODES_AS_TEXT_LATER = 0, 1, 2  # how a wrap's width was measured (columns)
+MEASURES = (AS_WRITTEN, ON_TERMINAL, CODES_AS_TEXT_LATER)  # tried in this order; the first of the most cut lines wins
 WRAPPED_LINES = 2  # different lines cut at one width, for the text to be wrapped there
 SPIKE = 2  # lines exactly as wide as the wrap, against those of any width a few columns narrower
 WRAPPED_SHARE = 20  # one line in this many cut; one in five times as many when they differ in shape
@@ -39,7 +41,17 @@ def _head_lines(head: bytes) -> list[str]:
 
 
 def wrap_width(head: bytes, varied: bool = False) -> int | None:
-    """The width a terminal or viewer hard-wrapped these lines at, if it did.
+    """The width a terminal or viewer hard-wrapped these lines at, if it did (wrap_measure)."""
+    wrap = wrap_measure(head, varied)
+    return None if wrap is None else wrap[0]
+
+
+def wrap_measure(head: bytes, varied: bool = False) -> tuple[int, int] | None:
+    """(width, measure) of a hard wrap of these lines, if there is one: how its width was
+    measured (columns, MEASURES). A viewer may wrap at characters; a terminal wraps at the
+    columns it shows, a tab to its stop; a colour code written as text before the wrap
+    (`^[[`) took columns, one rewritten so after it (`#033[`) did not. Each is tried, and
+    the measure under which most lines are cut at one width wins.
 
     Wrapped text has (almost) no line wider than the wrap, and every logical line longer
     than it leaves a segment exactly that wide, continued by a line that starts no record
@@ -48,12 +60,16 @@ def wrap_width(head: bytes, varied: bool = False) -> int | None:
     lines whose format fixes their width (metrics of the same keys, progress bars): those
     are few among the lines, and mostly of one shape (digits aside), where a wrap cuts
     every line longer than the terminal, of every shape."""
-    width, cut, lines = _wrap_evidence(head)
-    if len(cut) < WRAPPED_LINES:
-        return None
-    shapes = {line.split(b"\n")[0].translate(TO_ZERO) for line in cut}
-    many = len(cut) * WRAPPED_SHARE >= lines and not (varied and len(shapes) < 2)
-    return width if many or (len(shapes) >= 2 and len(cut) * WRAPPED_SHARE * 5 >= lines) else None
+    found = None
+    for measure in MEASURES:
+        width, cut, lines = _wrap_evidence(head, measure)
+        if len(cut) < WRAPPED_LINES or (found is not None and len(cut) <= found[2]):
+            continue
+        shapes = {line.split(b"\n")[0].translate(TO_ZERO) for line in cut}
+        many = len(cut) * WRAPPED_SHARE >= lines and not (varied and len(shapes) < 2)
+        if many or (len(shapes) >= 2 and len(cut) * WRAPPED_SHARE * 5 >= lines):
+            found = (width, measure, len(cut))
+    return None if found is None else found[:2]
 
 
 OUTER_SHARE = 0.9  # of a head's lines that carry one envelope for it to be added after a wrap
@@ -91,33 +107,35 @@ def outer_envelopes(head: bytes) -> tuple[Envelope, ...]:
     return tuple(found)
 
 
-def wrap_layout(head: bytes, again: bool = False) -> tuple[int, tuple[Envelope, ...]] | None:
-    """(width, envelopes) of a hard wrap: the text as it is, or beneath envelopes added to
-    every line after the wrap (a quote of a terminal copy, `cat -n` of it). `again`: the
-    text was unwrapped once already; a second wrap needs lines of different shapes cut, as
-    lines a first join made of one fixed format are all one width."""
-    width = wrap_width(head, varied=again)
-    if width is not None:
-        return width, ()
+def wrap_layout(head: bytes, again: bool = False) -> tuple[int, tuple[Envelope, ...], int] | None:
+    """(width, envelopes, measure) of a hard wrap: the text as it is, or beneath envelopes
+    added to every line after the wrap (a quote of a terminal copy, `cat -n` of it), and
+    how its width was measured (wrap_measure). `again`: the text was
+    unwrapped once already; a second wrap needs lines of different shapes cut, as lines a
+    first join made of one fixed format are all one width."""
+    wrap = wrap_measure(head, varied=again)
+    if wrap is not None:
+        return wrap[0], (), wrap[1]
     outer = outer_envelopes(head)
     if not outer:
         return None
-    width = wrap_width(b"\n".join(without(outer, line) for line in head.split(b"\n")), varied=again)
-    return (width, outer) if width is not None else None
+    wrap = wrap_measure(b"\n".join(without(outer, line) for line in head.split(b"\n")), varied=again)
+    return (wrap[0], outer, wrap[1]) if wrap is not None else None
 
 
-def _wrap_evidence(head: bytes) -> tuple[int, set[bytes], int]:
+def _wrap_evidence(head: bytes, measure: int) -> tuple[int, set[bytes], int]:
     """(the likeliest wrap width, the different lines cut there and continued (told apart by
     their continuation too), the lines).
 
-    A few lines may stand wider than the wrap (a progress bar's carriage returns, colour
-    codes a terminal does not count), so every width held by two lines or more is tried,
+    A line's width is as `measure` takes it (columns). A few
+    lines may stand wider than the wrap (a progress bar's carriage returns, colour codes a
+    terminal does not count), so every width held by two lines or more is tried,
     the widest first, while the lines wider than it stay that few. A wrap makes a spike:
     many more lines exactly that wide than a few columns narrower, where an unwrapped log
     has about as many."""
     raw = [line.rstrip(b"\r") for line in head[: head.rfind(b"\n") + 1 if len(head) > 1 << 12 else len(head)].split(b"\n")]
     raw = [line for line in raw if line.strip()]
-    widths = [len(line) if line.isascii() else len(line.decode("utf-8", "replace")) for line in raw]
+    widths = [columns(line.decode("utf-8", "replace"), measure) for line in raw]
     counts = Counter(widths)
     wider = 0
     best: tuple[int, set[bytes], int] = (0, set(), len(raw))
@@ -129,7 +147,7 @@ def _wrap_evidence(head: bytes) -> tuple[int, set[bytes], int]:
             cut = {  # segments told apart by what continues them: paths that share a long prefix
                 raw[i] + b"\n" + raw[i + 1][:16]
                 for i in range(len(raw) - 1)
-                if widths[i] == width and continues(raw[i].decode("utf-8", "replace"), raw[i + 1].decode("utf-8", "replace"), width)
+                if widths[i] == width and continues(raw[i].decode("utf-8", "replace"), raw[i + 1].decode("utf-8", "replace"), width, measure)
             }
             if len(cut) > len(best[1]):
                 best = (width, cut, len(raw))
@@ -139,19 +157,34 @@ def _wrap_evidence(head: bytes) -> tuple[int, set[bytes], int]:
     return best
 
 
-def continues(line: str, following: str, width: int) -> bool:
+def continues(line: str, following: str, width: int, measure: int = AS_WRITTEN) -> bool:
     """Whether `following` is the rest of `line` that a wrap at `width` cut off: not after a
     line padded to the width or cut short on purpose (`...`, as Ray's Top-10 commands),
     not a line that starts a record, nor one that begins as `line` does (its first
     characters, digits aside: the next line of one fixed format, as memory lines of nearly
     one width; a line number or a service name a collector put before every line, which
     the rest of a wrapped line lacks)."""
-    if len(line) != width or line.endswith(("  ", "...")) or not following.strip() or starts_record(following):
+    if columns(line, measure) != width or line.endswith(("  ", "...")) or not following.strip() or starts_record(following):
         return False
     if _head_shape(following) == _head_shape(line):  # the next record of one format (digits aside)
         return False
     first = first_envelope(following)
     return first is None or first != first_envelope(line)
+
+
+ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # a terminal's own control sequences: they take no column
+
+
+def columns(line: str, measure: int) -> int:
+    """A line's width as a wrap measured it (MEASURES): its characters as written; the
+    columns a terminal shows, a control sequence none and a tab to its next stop of eight;
+    or those with every colour code none, in whatever form it survived (one a collector
+    wrote out as text after the wrap, `#033[`, was a control sequence when it was cut)."""
+    if measure == AS_WRITTEN:
+        return len(line)
+    if "[" in line:
+        line = ESCAPES.sub("", line) if measure == ON_TERMINAL else without_debris(line)
+    return len(line.expandtabs())
 
 
 SAME_HEAD = 16  # characters two lines share at their start when the second is the next record, not the rest
@@ -261,8 +294,8 @@ class Unwrapped(Layout):
 
     inner: BinaryIO
 
-    def __init__(self, inner: BinaryIO, width: int, outer: tuple[Envelope, ...] = ()) -> None:
-        self.inner, self.width, self.outer = inner, width, outer
+    def __init__(self, inner: BinaryIO, width: int, outer: tuple[Envelope, ...] = (), measure: int = AS_WRITTEN) -> None:
+        self.inner, self.width, self.outer, self.measure = inner, width, outer, measure
         self.pending: bytes | None = b""  # read, not decided: the last whole line and what follows it (None: all out)
         self.ready = bytearray()
         self.given = 0  # bytes handed out so far
@@ -292,7 +325,7 @@ class Unwrapped(Layout):
         bodies = [without(self.outer, line) for line in lines] if self.outer else lines
         for i in [i for i, body in enumerate(bodies[:count]) if len(body) >= self.width and i + 1 < len(lines)]:
             text = bodies[i].decode("utf-8", "replace").rstrip("\r")
-            if not continues(text, bodies[i + 1].decode("utf-8", "replace").rstrip("\r"), self.width):
+            if not continues(text, bodies[i + 1].decode("utf-8", "replace").rstrip("\r"), self.width, self.measure):
                 continue
             if i > done:
                 self.ready += b"\n".join(lines[done:i]) + b"\n"

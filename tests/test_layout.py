@@ -4,6 +4,7 @@ paste in reverse order is read oldest first, and line numbers stay the input's o
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 
@@ -177,3 +178,53 @@ def test_each_failure_of_a_paste_turned_round_is_told_by_its_own_traceback(tmp_p
         log.write_text(data, encoding="utf-8")
         ooms = sorted((e.fields["requested_bytes"], e.pid, e.method) for e in analyze(str(log), jobs=1).events if e.kind == "cuda_oom")
         assert [(pid, method) for _, pid, method in ooms] == truth, name
+
+
+_CODE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def terminal_wrapped(text: str, width: int) -> str:
+    """Every line cut where a terminal `width` columns wide cuts it: a colour code takes no
+    column, a tab runs to the next stop of eight, every other character one column; the
+    segments keep what was written (codes and tabs)."""
+    out = []
+    for line in text.split("\n"):
+        segment, col, i = "", 0, 0
+        while i < len(line):
+            m = _CODE.match(line, i)
+            if m:
+                segment, i = segment + m.group(0), m.end()
+                continue
+            step = 8 - col % 8 if line[i] == "\t" else 1
+            if col + step > width:
+                out.append(segment)
+                segment, col = "", 0
+                step = 8 if line[i] == "\t" else 1
+            segment, col, i = segment + line[i], col + step, i + 1
+        out.append(segment)
+    return "\n".join(out)
+
+
+def coloured(text: str) -> str:
+    """Ray's prefixes and the log levels in the colours Ray and vLLM print them in."""
+    text = re.sub(r"^(\((?:raylet|[\w.<>:]+ pid=\d+(?:, ip=[\d.]+)?)\))", "\x1b[36m\\1\x1b[0m", text, flags=re.M)
+    return re.sub(r"\b(ERROR|WARNING|INFO)\b", "\x1b[31m\\1\x1b[0m", text)
+
+
+TERMINAL = ["202_rlinf_415.log", "209_ray_7317.log", "235_openrlhf_265.log", "201_verl_2950.log", "150_vllm_2734.log", "240_vllm_33297.log"]
+
+
+@pytest.mark.parametrize("name", TERMINAL)
+@pytest.mark.parametrize("width", [100, 132, 160])
+def test_a_wrap_at_the_columns_a_terminal_shows_is_undone(name, width, tmp_path):
+    """A coloured log shown in a terminal and copied from it: its codes take no column and
+    its tabs run to their stops, so the characters of a cut line are not the wrap's width;
+    the columns are (layout.columns), and the events read as from the log itself."""
+    text = coloured((REAL / name).read_text())
+    original = tmp_path / "original.log"
+    original.write_text(text)
+    copied = tmp_path / "copied.log"
+    copied.write_text(terminal_wrapped(text, width))
+    want, got = analyze(str(original), jobs=1), analyze(str(copied), jobs=1)
+    assert sorted(map(facts, got.events), key=str) == sorted(map(facts, want.events), key=str)
+    assert got.verdict == want.verdict
