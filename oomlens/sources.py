@@ -23,6 +23,7 @@ beyond what its compressed bytes can honestly hold is stopped.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import io
 import os
@@ -581,6 +582,7 @@ NUL_RUN = re.compile(rb"\0{8,}")  # a hole: logrotate's copytruncate, a file pre
 
 
 STRAY_NULS = 4  # NUL bytes outside runs that text may hold (torn writes), whatever its length
+STRAY_SHARE = 100  # a file shorter than SNIFF whose other bytes read as text may hold one NUL byte in this many
 
 
 def is_binary(head: bytes) -> bool:
@@ -591,13 +593,28 @@ def is_binary(head: bytes) -> bool:
     if not head:
         return False
     body = NUL_RUN.sub(b"", head)
-    if len(body) < min(len(head), 512):
-        return True  # (almost) nothing but NUL bytes: no text to judge
+    if len(body) < min(len(head), 512):  # (almost) nothing but NUL bytes: too little to judge by shares
+        return not (body.count(0) <= STRAY_NULS and _clean_text(body.replace(b"\0", b"")))  # a few lines before a crash's hole
     stray = body.count(0)
     if stray > STRAY_NULS and stray * 1000 > len(body):  # more than one in a thousand: random or compressed bytes hold one in 256
-        return True
+        # a file too short for shares to tell: text if all else reads as text (UTF-16 holds a NUL every other byte)
+        return not (len(head) < SNIFF and stray * STRAY_SHARE <= len(body) and _clean_text(body.replace(b"\0", b"")))
     control = sum(1 for b in body if b < 9 or 13 < b < 32)
     return control > len(body) // 5
+
+
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")  # bytes no text holds (tab, line breaks and ESC aside)
+
+
+def _clean_text(body: bytes) -> bool:
+    """Whether a few bytes are text beyond doubt: printable UTF-8 (but a character the head
+    cut at its end) with a line break, no control byte. Random bytes fail at once; a line
+    of a log passes."""
+    try:
+        codecs.utf_8_decode(body, "strict", False)
+    except UnicodeDecodeError:
+        return False
+    return b"\n" in body and body.strip() != b"" and _CONTROL.search(body) is None
 
 
 def _past_hole(stream: io.BufferedReader, item: Input) -> io.BufferedReader:

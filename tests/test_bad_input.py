@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -492,6 +493,30 @@ def test_a_leading_hole_of_nul_bytes_is_skipped_not_called_binary(tmp_path):
     log.write_bytes(bytes(64 << 10) + OOM_LINE)
     out = json.loads(cli(str(log), "--format", "json").stdout)
     assert [e["kind"] for e in out["events"]] == ["cuda_oom"]
+
+
+@pytest.mark.parametrize("hole", [bytes(4096), bytes(8192), bytes(70_000), bytes(3585) + b"INFO torn \0write\n"])
+def test_a_few_lines_before_a_hole_of_nul_bytes_are_read(hole, tmp_path):
+    """A node that crashed leaves its log's last pages as NUL bytes: the lines before the hole
+    are what it wrote last, too few to be judged by their share of the head (the fuzz run's
+    seed 207_ray_28776: a Ray OOM kill's first line, then 70,000 NUL bytes; or 3,585 and a
+    stray one behind them)."""
+    log = tmp_path / "raylet.out"
+    log.write_bytes(OOM_LINE + hole + OOM_LINE.replace(b"2.00 GiB", b"3.00 GiB"))
+    out = json.loads(cli(str(log), "--format", "json").stdout)
+    second = 2 + hole.count(b"\n")
+    assert [(e["kind"], e["source"]["line"], e["fields"]["requested_bytes"] >> 30) for e in out["events"]] == [("cuda_oom", 1, 2), ("cuda_oom", second, 3)]
+
+
+def test_a_few_bytes_before_a_hole_are_text_only_when_they_read_as_nothing_else():
+    from oomlens.sources import is_binary
+
+    rng = random.Random(3)
+    for _ in range(200):  # random bytes never pass as the few lines before a hole
+        assert is_binary(rng.randbytes(rng.randrange(1, 500)) + bytes(8000))
+    assert not is_binary(OOM_LINE + bytes(8000))
+    assert is_binary(b"\x01\x02 not a log line\n" + bytes(8000))  # a control byte: no text
+    assert is_binary(b"no line break at all" + bytes(8000))
 
 
 def test_scattered_nul_bytes_are_binary_a_stray_one_is_not():
