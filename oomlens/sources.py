@@ -588,8 +588,11 @@ STRAY_SHARE = 100  # a file shorter than SNIFF whose other bytes read as text ma
 def is_binary(head: bytes) -> bool:
     """Binary as ripgrep judges it: NUL bytes, or mostly control bytes. Runs of NUL bytes
     (holes a log gets from logrotate's copytruncate or a crash) are not counted, nor are a
-    few stray NUL bytes (a torn write): binary data holds one in a few hundred bytes. Invalid
-    UTF-8 is text: its bytes are read as U+FFFD and the scanner names the lines that hold them."""
+    few stray NUL bytes (a torn write): binary data holds one in a few hundred bytes. Where
+    too few bytes are left to judge by shares (a few lines before a crash's hole, a short
+    file with a torn write), they are text when they read as nothing else (_clean_text).
+    Invalid UTF-8 is text: its bytes are read as U+FFFD and the scanner names the lines that
+    hold them."""
     if not head:
         return False
     body = NUL_RUN.sub(b"", head)

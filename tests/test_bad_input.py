@@ -517,6 +517,7 @@ def test_a_few_bytes_before_a_hole_are_text_only_when_they_read_as_nothing_else(
     assert not is_binary(OOM_LINE + bytes(8000))
     assert is_binary(b"\x01\x02 not a log line\n" + bytes(8000))  # a control byte: no text
     assert is_binary(b"no line break at all" + bytes(8000))
+    assert is_binary("INFO all is well\n".encode("utf-16-le") * 20)  # a NUL every other byte: no log of ours
 
 
 def test_scattered_nul_bytes_are_binary_a_stray_one_is_not():
