@@ -315,15 +315,17 @@ class Unwrapped(Layout):
     def _lay(self, data: bytes, final: bool) -> None:
         """Hand out the lines of `data` joined where a wrap cut them; whether the last whole
         line continues needs the next one, so it waits with what follows it, until the end.
-        Only a line at least as long in bytes as the wrap is in characters can be cut: the
-        others go out as they are, many at a time."""
+        Only a line at least as long in bytes as the wrap is in characters (or, measured at a
+        terminal's columns, one with a tab) can be cut: the others go out as they are, many
+        at a time."""
         lines = data.split(b"\n")
         keep = 0 if final else 2
         self.pending = None if final else b"\n".join(lines[-2:])
         count = len(lines) - keep
         done = 0  # lines handed out
         bodies = [without(self.outer, line) for line in lines] if self.outer else lines
-        for i in [i for i, body in enumerate(bodies[:count]) if len(body) >= self.width and i + 1 < len(lines)]:
+        tabs = self.measure != AS_WRITTEN  # a tab took up to eight columns: a line with one may be fewer bytes than the wrap
+        for i in [i for i, body in enumerate(bodies[:count]) if (len(body) >= self.width or (tabs and b"\t" in body)) and i + 1 < len(lines)]:
             text = bodies[i].decode("utf-8", "replace").rstrip("\r")
             if not continues(text, bodies[i + 1].decode("utf-8", "replace").rstrip("\r"), self.width, self.measure):
                 continue

@@ -228,3 +228,13 @@ def test_a_wrap_at_the_columns_a_terminal_shows_is_undone(name, width, tmp_path)
     want, got = analyze(str(original), jobs=1), analyze(str(copied), jobs=1)
     assert sorted(map(facts, got.events), key=str) == sorted(map(facts, want.events), key=str)
     assert got.verdict == want.verdict
+
+
+@pytest.mark.parametrize("width", [80, 100, 132])
+def test_a_line_whose_tab_a_terminal_widened_is_joined_though_fewer_characters_than_the_wrap(width):
+    """Each watchdog line behind a logger's time and a tab, wrapped by a terminal: the first
+    segment holds fewer characters than the wrap is wide (its tab took up to eight columns),
+    and is still joined to the rest of its line."""
+    text = "\n".join(f"I1203 10:00:{r:02d}.12\t{line}" for r, line in enumerate(WATCHDOG.split("\n")))  # the tab from column 17 to 24
+    events = found(terminal_wrapped(text, width))
+    assert [(e.fields["seq"], e.fields["timeout_ms"], e.rank) for e in events] == [(int(f"38{r}6"), 600000, r) for r in range(6)]
