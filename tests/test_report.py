@@ -24,6 +24,7 @@ from oomlens import analyze
 from oomlens.cli import main
 from oomlens.kinds import shipped
 from oomlens.outputs import html as report
+from oomlens.outputs.verdict import crashes
 
 INCIDENTS = FIXTURES / "incidents"
 
@@ -137,8 +138,10 @@ def test_failures_are_marked_on_the_timeline(rendered):
 def test_header_states_verdict_cascade_and_fixes(rendered):
     name, diagnosis, page = rendered
     verdict = page[page.index('id="verdict"') : page.index('id="memory"')]
-    if diagnosis.verdict is None:
-        assert "No OOM or crash found in these logs" in verdict
+    if diagnosis.verdict is None:  # green only when no process died of a signal either
+        died = crashes(diagnosis)
+        assert ("No OOM found in these logs, but a crash" if died else "No OOM or crash found in these logs") in verdict
+        assert ('class="verdict partial"' if died else 'class="verdict ok"') in verdict and all(html.escape(c) in verdict for c in died)
         return
     assert html.escape(diagnosis.verdict["summary"]) in verdict
     assert f"confidence {diagnosis.verdict['confidence']:.2f}" in verdict

@@ -44,7 +44,7 @@ from ..kinds import Kinds
 from ..text import GIB, gib
 from ..timeline import Sample
 from .table import summary as event_summary
-from .verdict import framework_words
+from .verdict import all_clear, crashes, framework_words
 
 if TYPE_CHECKING:
     from ..diagnosis import Diagnosis
@@ -584,8 +584,11 @@ def _unread_html(diagnosis: Diagnosis) -> str:
 
 
 def _all_clear_html(diagnosis: Diagnosis) -> str:
-    """No incident: said of what was read, and of no more when some input was not read fully."""
+    """No incident: said of what was read, and of no more when some input was not read fully;
+    never green when a process died of a signal."""
     found = "<p>oomlens found no out-of-memory kill, CUDA OOM, worker death or watchdog timeout. The memory timeline below shows what the run logged.</p>"
+    if not diagnosis.problems and crashes(diagnosis):
+        return f'<section id="verdict" class="verdict partial"><h2>No OOM found in these logs, but a crash</h2><p>{esc(all_clear(diagnosis))}.</p>{found}</section>'
     if not diagnosis.problems:
         return f'<section id="verdict" class="verdict ok"><h2>No OOM or crash found in these logs</h2>{found}</section>'
     read = [i for i in diagnosis.inputs if i.bytes or (i.opener is not None and not i.problems)]
@@ -749,7 +752,7 @@ def render(diagnosis: Diagnosis, plotly: str = "inline") -> str:
 
     figures: dict[str, Any] = {}
     if diagnosis.readable:
-        title = diagnosis.verdict["summary"] if diagnosis.verdict else "no OOM or crash found"
+        title = diagnosis.verdict["summary"] if diagnosis.verdict else "no OOM found, but a crash" if crashes(diagnosis) else "no OOM or crash found"
         body = [_verdict_html(diagnosis), *_figures_html(diagnosis, figures), _events_html(diagnosis), _inputs_html(diagnosis)]
     else:
         title, body = "nothing could be read", [_unread_html(diagnosis)]

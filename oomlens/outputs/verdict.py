@@ -34,19 +34,43 @@ def coverage(diagnosis: Diagnosis) -> tuple[int, int, int]:
 
 def all_clear(diagnosis: Diagnosis, where: str = "above") -> str:
     """What to say when no incident was found: a blanket all clear only when every input
-    was read whole, else how much was read and how much was not."""
+    was read whole and no process died of a signal, else how much was read and how much
+    was not, and the crashes that are no memory failure."""
     read, unread, part = coverage(diagnosis)
     size = sum(i.bytes for i in diagnosis.inputs)
     if not size:  # empty files or an empty stdin: read, and nothing in them
         inputs = "the input read holds" if read == 1 else f"the {read} inputs read hold"
         return f"{inputs} no text at all: this says nothing about the run"
+    died = crashes(diagnosis)
+    found = f"no OOM found in {{}}, but {_listed(died)}, no memory failure" if died else "no OOM or crash found in {}"
     if not unread and not part:
-        return "no OOM or crash found in these logs"
+        return found.format("these logs")
     missing = [f"{unread} could not be read" if unread else "", f"{part} could be read only in part" if part else ""]
     return (
-        f"no OOM or crash found in what could be read ({read} of {len(diagnosis.inputs)} input(s), {size:,} bytes); "
-        f"{' and '.join(m for m in missing if m)}: see the problems {where}, they may hold what went wrong"
+        found.format(f"what could be read ({read} of {len(diagnosis.inputs)} input(s), {size:,} bytes)")
+        + f"; {' and '.join(m for m in missing if m)}: see the problems {where}, they may hold what went wrong"
     )
+
+
+CRASHES_TOLD = 3  # the crashes an all clear names; the rest are counted
+
+
+def crashes(diagnosis: Diagnosis) -> list[str]:
+    """The processes the logs say died of a signal (abseil's "*** SIGSEGV received at time=",
+    which Ray's workers print): no event kind of the contract, but no all clear either."""
+    told: dict[tuple, str] = {}
+    for clue in diagnosis.clues:
+        signal = clue.fields.get("signal") if clue.kind == "clock" else None
+        if signal:
+            who = f" in pid {clue.pid}" if clue.pid is not None else ""
+            told.setdefault((signal, clue.pid, clue.node), f"{signal}{who}" + (f" ({clue.actor})" if clue.actor else ""))
+    return list(told.values())
+
+
+def _listed(died: list[str]) -> str:
+    more = len(died) - CRASHES_TOLD
+    head = ", ".join(died[:CRASHES_TOLD]) + (f" and {more} more" if more > 0 else "")
+    return f"a process died of a signal: {head}" if len(died) == 1 else f"processes died of signals: {head}"
 
 
 def nothing_read(diagnosis: Diagnosis, where: str = "above") -> str:
