@@ -110,9 +110,9 @@ def outer_envelopes(head: bytes) -> tuple[Envelope, ...]:
 def wrap_layout(head: bytes, again: bool = False) -> tuple[int, tuple[Envelope, ...], int] | None:
     """(width, envelopes, measure) of a hard wrap: the text as it is, or beneath envelopes
     added to every line after the wrap (a quote of a terminal copy, `cat -n` of it), and
-    how its width was measured (wrap_measure). `again`: the text was
-    unwrapped once already; a second wrap needs lines of different shapes cut, as lines a
-    first join made of one fixed format are all one width."""
+    how its width was measured (wrap_measure). `again`: the text was unwrapped once
+    already; a second wrap needs lines of different shapes cut, as lines a first join made
+    of one fixed format are all one width."""
     wrap = wrap_measure(head, varied=again)
     if wrap is not None:
         return wrap[0], (), wrap[1]
@@ -127,10 +127,10 @@ def _wrap_evidence(head: bytes, measure: int) -> tuple[int, set[bytes], int]:
     """(the likeliest wrap width, the different lines cut there and continued (told apart by
     their continuation too), the lines).
 
-    A line's width is as `measure` takes it (columns). A few
-    lines may stand wider than the wrap (a progress bar's carriage returns, colour codes a
-    terminal does not count), so every width held by two lines or more is tried,
-    the widest first, while the lines wider than it stay that few. A wrap makes a spike:
+    A line's width is as `measure` takes it (columns). A few lines may stand wider than the
+    wrap (a progress bar's carriage returns; colour codes, counted as written), so every
+    width held by two lines or more is tried, the widest first, while the lines wider than
+    it stay that few. A wrap makes a spike:
     many more lines exactly that wide than a few columns narrower, where an unwrapped log
     has about as many."""
     raw = [line.rstrip(b"\r") for line in head[: head.rfind(b"\n") + 1 if len(head) > 1 << 12 else len(head)].split(b"\n")]
