@@ -60,9 +60,16 @@ def wrap_measure(head: bytes, varied: bool = False) -> tuple[int, int] | None:
     lines whose format fixes their width (metrics of the same keys, progress bars): those
     are few among the lines, and mostly of one shape (digits aside), where a wrap cuts
     every line longer than the terminal, of every shape."""
-    found = None
+    raw = [line.rstrip(b"\r") for line in head[: head.rfind(b"\n") + 1 if len(head) > 1 << 12 else len(head)].split(b"\n")]
+    raw = [line for line in raw if line.strip()]
+    texts = [line.decode("utf-8", "replace") for line in raw]
+    found, tried = None, []
     for measure in MEASURES:
-        width, cut, lines = _wrap_evidence(head, measure)
+        widths = [columns(text, measure) for text in texts]
+        if widths in tried:  # no line this measure counts otherwise (no tab, no colour code): the same evidence
+            continue
+        tried.append(widths)
+        width, cut, lines = _wrap_evidence(raw, texts, widths, measure)
         if len(cut) < WRAPPED_LINES or (found is not None and len(cut) <= found[2]):
             continue
         shapes = {line.split(b"\n")[0].translate(TO_ZERO) for line in cut}
@@ -123,9 +130,9 @@ def wrap_layout(head: bytes, again: bool = False) -> tuple[int, tuple[Envelope, 
     return (wrap[0], outer, wrap[1]) if wrap is not None else None
 
 
-def _wrap_evidence(head: bytes, measure: int) -> tuple[int, set[bytes], int]:
+def _wrap_evidence(raw: list[bytes], texts: list[str], widths: list[int], measure: int) -> tuple[int, set[bytes], int]:
     """(the likeliest wrap width, the different lines cut there and continued (told apart by
-    their continuation too), the lines).
+    their continuation too), the lines) of the head's non-blank lines, as written and decoded.
 
     A line's width is as `measure` takes it (columns). A few lines may stand wider than the
     wrap (a progress bar's carriage returns; colour codes, counted as written), so every
@@ -133,9 +140,6 @@ def _wrap_evidence(head: bytes, measure: int) -> tuple[int, set[bytes], int]:
     it stay that few. A wrap makes a spike:
     many more lines exactly that wide than a few columns narrower, where an unwrapped log
     has about as many."""
-    raw = [line.rstrip(b"\r") for line in head[: head.rfind(b"\n") + 1 if len(head) > 1 << 12 else len(head)].split(b"\n")]
-    raw = [line for line in raw if line.strip()]
-    widths = [columns(line.decode("utf-8", "replace"), measure) for line in raw]
     counts = Counter(widths)
     wider = 0
     best: tuple[int, set[bytes], int] = (0, set(), len(raw))
@@ -145,9 +149,7 @@ def _wrap_evidence(head: bytes, measure: int) -> tuple[int, set[bytes], int]:
         spike = counts[width] > SPIKE * max(counts.get(width - k, 0) for k in range(1, 9))
         if counts[width] >= WRAPPED_LINES and spike:
             cut = {  # segments told apart by what continues them: paths that share a long prefix
-                raw[i] + b"\n" + raw[i + 1][:16]
-                for i in range(len(raw) - 1)
-                if widths[i] == width and continues(raw[i].decode("utf-8", "replace"), raw[i + 1].decode("utf-8", "replace"), width, measure)
+                raw[i] + b"\n" + raw[i + 1][:16] for i in range(len(raw) - 1) if widths[i] == width and continues(texts[i], texts[i + 1], width, measure)
             }
             if len(cut) > len(best[1]):
                 best = (width, cut, len(raw))
