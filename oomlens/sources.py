@@ -602,11 +602,12 @@ def is_binary(head: bytes) -> bool:
     if stray > STRAY_NULS and stray * 1000 > len(body):  # more than one in a thousand: random or compressed bytes hold one in 256
         # a file too short for shares to tell: text if all else reads as text (UTF-16 holds a NUL every other byte)
         return not (len(head) < SNIFF and stray * STRAY_SHARE <= len(body) and _clean_text(body.replace(b"\0", b"")))
-    control = sum(1 for b in body if b < 9 or 13 < b < 32)
-    return control > len(body) // 5
+    return len(_CONTROL_OR_ESC.findall(body)) > len(body) // 5
 
 
-_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")  # bytes no text holds (tab, line breaks and ESC aside)
+_CONTROL_BYTES = rb"\x00-\x08\x0e-\x1a\x1c-\x1f"  # control bytes but tab, the line breaks, vertical tab, form feed and ESC
+_CONTROL = re.compile(b"[" + _CONTROL_BYTES + b"]")  # none stands in text beyond doubt (_clean_text): ESC starts colour codes
+_CONTROL_OR_ESC = re.compile(b"[" + _CONTROL_BYTES + b"\x1b]")  # what is_binary counts: a fifth of them and more is binary
 
 
 def _clean_text(body: bytes) -> bool:
