@@ -174,11 +174,10 @@ class Transformer(lark.Transformer):
     def see_logs(self, items):
         return {}
 
-    def top_title(self, items):
-        return {"top_header": True}
-
     def top_header(self, items):
-        return {"top_header": True}
+        return {"top_header": True}  # the table read from its top (its rows else say top_cut)
+
+    top_title = top_header  # "Top 10 memory users:" stands right above the header
 
     def top_row(self, items):
         pid, mem, command = items
