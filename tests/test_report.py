@@ -319,6 +319,16 @@ def test_part_read_says_how_much_and_what_not(tmp_path):
         assert f"<li>{html.escape(problem)}</li>" in header
 
 
+def test_a_crash_by_a_signal_is_named_in_what_could_be_read_too(tmp_path):
+    """A SIGFPE in a worker (a real excerpt) beside an input that could not be read: the header
+    says both, amber, never "no crash"."""
+    out = tmp_path / "r.html"
+    CliRunner().invoke(main, ["report", str(REAL / "236_toolrl_26.log"), str(tmp_path / "missing.log"), "-o", str(out)])
+    header = verdict_of(out.read_text())
+    assert 'class="verdict partial"' in header and "<h2>No OOM found in what could be read, but a crash</h2>" in header
+    assert "A process died of a signal: SIGFPE in pid 14361 (WorkerDict), no memory failure." in header and "crash found" not in header
+
+
 def test_all_read_all_clear_stays_green(tmp_path):
     out = tmp_path / "r.html"
     assert CliRunner().invoke(main, ["report", str(FIXTURE_INPUTS["healthy-noisy-run"]), "-o", str(out)]).exit_code == 0

@@ -44,7 +44,7 @@ from ..kinds import Kinds
 from ..text import GIB, gib
 from ..timeline import Sample
 from .table import summary as event_summary
-from .verdict import all_clear, crashes, framework_words
+from .verdict import crashes, framework_words, listed_crashes
 
 if TYPE_CHECKING:
     from ..diagnosis import Diagnosis
@@ -585,12 +585,14 @@ def _unread_html(diagnosis: Diagnosis) -> str:
 
 def _all_clear_html(diagnosis: Diagnosis) -> str:
     """No incident: said of what was read, and of no more when some input was not read fully;
-    never green when a process died of a signal."""
+    never green when a process died of a signal (the crashes are named, all_clear)."""
     found = "<p>oomlens found no out-of-memory kill, CUDA OOM, worker death or watchdog timeout. The memory timeline below shows what the run logged.</p>"
-    if not diagnosis.problems and crashes(diagnosis):
-        return f'<section id="verdict" class="verdict partial"><h2>No OOM found in these logs, but a crash</h2><p>{esc(all_clear(diagnosis))}.</p>{found}</section>'
+    signals = crashes(diagnosis)
+    told = listed_crashes(signals)
+    died = f"<p>{esc(told[:1].upper() + told[1:])}, no memory failure.</p>" if signals else ""
+    heading = "No OOM found {}, but a crash" if died else "No OOM or crash found {}"
     if not diagnosis.problems:
-        return f'<section id="verdict" class="verdict ok"><h2>No OOM or crash found in these logs</h2>{found}</section>'
+        return f'<section id="verdict" class="verdict {"partial" if died else "ok"}"><h2>{heading.format("in these logs")}</h2>{died}{found}</section>'
     read = [i for i in diagnosis.inputs if i.bytes or (i.opener is not None and not i.problems)]
     whole = sum(1 for i in read if not i.problems)
     amount = (
@@ -598,8 +600,8 @@ def _all_clear_html(diagnosis: Diagnosis) -> str:
         f"{sum(i.lines for i in diagnosis.inputs):,} lines ({whole} read whole). What is missing may hold the failure:</p>"
     )
     return (
-        '<section id="verdict" class="verdict partial"><h2>No OOM or crash found in what could be read</h2>'
-        f"{amount}{_problems_html(diagnosis)}{found}</section>"
+        f'<section id="verdict" class="verdict partial"><h2>{heading.format("in what could be read")}</h2>'
+        f"{died}{amount}{_problems_html(diagnosis)}{found}</section>"
     )
 
 

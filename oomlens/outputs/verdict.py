@@ -42,7 +42,7 @@ def all_clear(diagnosis: Diagnosis, where: str = "above") -> str:
         inputs = "the input read holds" if read == 1 else f"the {read} inputs read hold"
         return f"{inputs} no text at all: this says nothing about the run"
     died = crashes(diagnosis)
-    found = f"no OOM found in {{}}, but {_listed(died)}, no memory failure" if died else "no OOM or crash found in {}"
+    found = f"no OOM found in {{}}, but {listed_crashes(died)}, no memory failure" if died else "no OOM or crash found in {}"
     if not unread and not part:
         return found.format("these logs")
     missing = [f"{unread} could not be read" if unread else "", f"{part} could be read only in part" if part else ""]
@@ -67,7 +67,8 @@ def crashes(diagnosis: Diagnosis) -> list[str]:
     return list(told.values())
 
 
-def _listed(died: list[str]) -> str:
+def listed_crashes(died: list[str]) -> str:
+    """The crashes named, up to CRASHES_TOLD, the rest counted."""
     more = len(died) - CRASHES_TOLD
     head = ", ".join(died[:CRASHES_TOLD]) + (f" and {more} more" if more > 0 else "")
     return f"a process died of a signal: {head}" if len(died) == 1 else f"processes died of signals: {head}"
