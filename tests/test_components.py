@@ -101,10 +101,10 @@ KILL = (REAL / "201_verl_2950.log").read_text()  # veRL's four rollout workers h
 ROLLOUT_GB = 56.57 + 56.36 + 56.13 + 55.73
 
 
-def _kill(text: str, tmp_path) -> dict:
+def _kill(text: str, tmp_path):
     path = tmp_path / "kill.log"
     path.write_text(text)
-    return analyze(str(path), jobs=1).verdict or {}
+    return analyze(str(path), jobs=1)
 
 
 @pytest.mark.parametrize("used", [230.0, 400.0, 700.0, 749.0, 750.0, 1000.0, 2400.0])
@@ -113,7 +113,7 @@ def test_the_top_users_name_the_component_only_when_they_hold_what_the_node_used
     top users, but once they hold under HELD_SHARE of what the node used, the memory is
     elsewhere (the object store, the page cache, processes the table does not list)."""
     text = KILL.replace("was running was 246.41GB / 251.54GB (0.979583)", f"was running was {used:.2f}GB / {used * 1.02:.2f}GB (0.980392)")
-    verdict = _kill(text, tmp_path)
+    verdict = _kill(text, tmp_path).verdict or {}
     assert verdict["root_kind"] == "ray_oom_kill" and verdict["memory"] == "host"
     assert verdict["component"] == ("rollout" if ROLLOUT_GB >= HELD_SHARE * used else None)
 
@@ -128,9 +128,7 @@ def test_a_process_that_is_no_ray_worker_on_top_of_the_table_names_no_component(
     rows = [line for line in KILL.split("\n") if usage_told or not line.startswith("Memory on the node")]
     at = next(i for i, line in enumerate(rows) if line.startswith("PID"))
     text = "\n".join([*rows[: at + 1], agent, *rows[at + 1 :]])
-    path = tmp_path / "kill.log"
-    path.write_text(text)
-    (incident,) = analyze(str(path), jobs=1).incidents
+    (incident,) = _kill(text, tmp_path).incidents
     assert incident.component == component
     assert (incident.culprit or {}).get("pid") == (4100606 if component else None)  # the agent is never the culprit: it is no Ray worker
 
@@ -146,6 +144,6 @@ def test_a_table_cut_above_its_rows_names_no_component(keep_header, tmp_path):
         "\n".join([rows[at], *tail] if keep_header else tail)
         + "\nRefer to the documentation on how to address the out of memory issue: https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html.\n"
     )
-    verdict = _kill(text, tmp_path)
+    verdict = _kill(text, tmp_path).verdict or {}
     assert verdict["root_kind"] == "ray_oom_kill"
     assert verdict["component"] == ("rollout" if keep_header else None)
