@@ -70,6 +70,11 @@ def test_global_rank_of_the_envelope_and_rank_within_the_group():
         ("MegatronActor.sync_model_to_rollout", "update_weight"),
         ("MultiStepRolloutWorker", "rollout"),
         ("SGLangEngine", "rollout"),
+        ("SGLangHttpServer", "rollout"),  # veRL's SGLang server, and its sleep and wake
+        ("AsyncSGLangServer.wake_up", "rollout"),
+        ("SGLangRollout.generate_sequences", "rollout"),
+        ("WorkerDict: Async request to resume_memory_occupation timed out", "rollout"),
+        ("SGLangConfig", None),  # a name with SGLang in it is no engine by that alone
         ("RayWorkerVllm", "rollout"),
         ("AsyncLLM", "rollout"),
         ("vLLM", "rollout"),  # the writer of a bare vLLM log line

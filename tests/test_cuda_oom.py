@@ -180,6 +180,10 @@ def test_nccl_unhandled_cuda_error_is_oom_only_when_the_last_error_says_so():
         "RuntimeError: CUDA error: an illegal memory access was encountered",
         "[ 7248.743279] Out of memory: Killed process 16832 (ray::_shuffle_m) total-vm:33905928kB, anon-rss:6481792kB",
         "torch.OutOfMemoryError: MPS backend out of memory (MPS allocated: 1.00 GiB).",
+        # torch_memory_saver: another driver error, and the allocation it retries through torch's allocator
+        "[torch_memory_saver.cpp] CUresult error: 1 (invalid argument)  file=csrc/utils.h func=cu_mem_set_access line=210",
+        "[torch_memory_saver.cpp] cuMemCreate CUDA_ERROR_OUT_OF_MEMORY (may not be an issue e.g. torch allocator will free cache and retry)",
+        "[torch_memory_saver.cpp] cu_mem_create has CUDA_ERROR_OUT_OF_MEMORY",
     ],
 )
 def test_look_alikes(text):
@@ -236,3 +240,28 @@ def test_nccl_warn_and_dist_backend_error_in_the_err_file_and_the_console_are_on
 def test_numberless_failures_of_two_processes_stay_two():
     text = "(WorkerDict pid=11) RuntimeError: CUDA error: out of memory\n(WorkerDict pid=12) RuntimeError: CUDA error: out of memory\n"
     assert [e.pid for e in parse(text)] == [11, 12]
+
+
+def test_torch_memory_saver_resume_on_every_rank_of_the_sglang_server():
+    """veRL waking SGLang (resume_memory_occupation): cuMemCreate fails on eight ranks, seven
+    of them folded by Ray's dedup; the trainer's timed-out requests are no failure of their own."""
+    first, second = cuda_ooms("266_sglang_14092.log")  # two processes: two failures
+    assert [(e.actor, e.pid, e.memory, e.fields.get("repeated")) for e in (first, second)] == [
+        ("SGLangHttpServer", 250977, "gpu", None),
+        ("SGLangHttpServer", 250976, "gpu", 7),
+    ]
+    f = first.fields
+    assert (f["torch_variant"], f["allocator"], f["cuda_error_code"]) == ("memory_saver", "torch_memory_saver", 2)
+    assert (f["where"], f["call"]) == ("csrc/utils.h:194", "cu_mem_create")
+
+
+@pytest.mark.parametrize("api", ["CUresult", "cudaError"])
+@pytest.mark.parametrize("envelope", ["", "(SGLangHttpServer pid=4242) ", "\x1b[36m(SGLangEngine pid=7, ip=10.0.0.2)\x1b[0m ", "[2025-11-28 16:00:45] "])
+@pytest.mark.parametrize("cut", [None, "  file=csrc/co", " (out of memory)"])
+def test_torch_memory_saver_failure_behind_any_envelope_and_cut(api, envelope, cut):
+    line = f"[torch_memory_saver.cpp] {api} error: 2 (out of memory)  file=csrc/core.cpp func=resume line=172"
+    if cut is not None:
+        line = line[: line.index(cut) + len(cut)]
+    events = parse(envelope + line)
+    assert [(e.kind, e.fields["torch_variant"], e.fields["cuda_error_code"]) for e in events] == [("cuda_oom", "memory_saver", 2)]
+    assert events[0].fields["where"] == (None if cut else "csrc/core.cpp:172")

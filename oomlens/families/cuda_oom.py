@@ -166,6 +166,12 @@ class Transformer(lark.Transformer):
         code = items[0]
         return {"torch_variant": "nccl", "cuda_error_code": int(code) if code is not None else None}
 
+    def memory_saver(self, items):
+        code, file, func, line = items  # a message cut short loses its fields from the end
+        where = f"{file[5:]}:{line[5:]}" if file and line else None
+        fields = {"torch_variant": "memory_saver", "allocator": "torch_memory_saver", "cuda_error_code": int(code)}
+        return fields | {"where": where, "call": str(func)[5:] if func else None}
+
     def size(self, items):
         number, unit = items
         return to_bytes(number, unit)
