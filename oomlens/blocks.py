@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .envelopes import Line, added_heads, peel, starts_record
 from .grammars import Begin, Family, cut_number
-from .layout import WRAP_MIN
+from .layout import WRAP_MIN, padded
 from .shapes import MAX_SHAPES, TO_ZERO
 
 GLUED_TRIES = 64  # records glued on one line tried after the first fails to parse (Ray #32195, glued and reversed, needs 13)
@@ -227,8 +227,8 @@ def _logical_line(data: bytes | bytearray, pos: int, stop: int, unwrap: bool) ->
     """The line at `pos` of data[:stop], rejoined if a terminal hard-wrapped it at a fixed width.
 
     A wrapped paste has every segment exactly as wide as the terminal; the last segment
-    of each logical line is padded with spaces (or shorter). Returns (text, offset after
-    the line, physical lines used)."""
+    of each logical line is padded with spaces (or shorter; layout.padded). Returns (text,
+    offset after the line, physical lines used)."""
     end = data.find(b"\n", pos, stop)
     end = stop if end < 0 else end + 1
     if end - pos > MAX_LINE:
@@ -239,7 +239,7 @@ def _logical_line(data: bytes | bytearray, pos: int, stop: int, unwrap: bool) ->
     width = len(joined) - (heads[-1] if heads else 0)
     n = 1
     segment = joined
-    while unwrap and width >= WRAP_MIN and not segment.endswith("  ") and end < stop and n < 50:
+    while unwrap and width >= WRAP_MIN and end < stop and n < 50:
         nend = data.find(b"\n", end, stop)
         nend = stop if nend < 0 else nend + 1
         nxt = data[end:nend].decode("utf-8", "replace").rstrip("\r\n")
@@ -251,7 +251,7 @@ def _logical_line(data: bytes | bytearray, pos: int, stop: int, unwrap: bool) ->
             nxt = nxt[cuts[depth - 1] :]
         elif n == 1:  # the envelopes were there before the wrap: the whole line was cut
             width = len(joined)
-        if len(nxt) > width or not nxt.strip() or starts_record(nxt):
+        if len(nxt) > width or not nxt.strip() or starts_record(nxt) or padded(segment, nxt, width):
             break
         joined += nxt
         segment = nxt

@@ -165,13 +165,24 @@ def continues(line: str, following: str, width: int, measure: int = AS_WRITTEN) 
     not a line that starts a record, nor one that begins as `line` does (its first
     characters, digits aside: the next line of one fixed format, as memory lines of nearly
     one width; a line number or a service name a collector put before every line, which
-    the rest of a wrapped line lacks)."""
-    if columns(line, measure) != width or line.endswith(("  ", "...")) or not following.strip() or starts_record(following):
+    the rest of a wrapped line lacks), nor after blanks that pad the line (padded)."""
+    if columns(line, measure) != width or line.endswith("...") or not following.strip() or starts_record(following):
+        return False
+    if padded(line, following, width, measure):
         return False
     if _head_shape(following) == _head_shape(line):  # the next record of one format (digits aside)
         return False
     first = first_envelope(following)
     return first is None or first != first_envelope(line)
+
+
+def padded(line: str, following: str, width: int, measure: int = AS_WRITTEN) -> bool:
+    """Whether the blanks that end `line` pad it: a terminal capture pads every line to its
+    width, the next one too. Where the next line begins with blanks and is no padded line
+    itself, the wrap fell inside a run of them (DeepSpeed's figures stand nine apart)."""
+    if not line.endswith("  "):
+        return False
+    return not following[:1].isspace() or (following.endswith(" ") and columns(following, measure) == width)
 
 
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # a terminal's own control sequences: they take no column

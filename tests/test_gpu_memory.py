@@ -184,3 +184,58 @@ def test_step_metrics_line_carries_peaks_and_host_memory():
 )
 def test_look_alikes(text):
     assert [e for e in parse_text(text) if e.kind == "gpu_memory"] == []
+
+
+def test_deepspeed_see_memory_usage_from_zero3_start_up():
+    """ChatLLaMA's ZeRO-3 start-up: the GPU flat at MA 1.0 GB while the host climbs to 154.52 GB."""
+    events = samples(REAL / "255_chatllama_242.log")
+    gpu = [e for e in events if e.memory == "gpu"]
+    host = [e for e in events if e.memory == "host"]
+    assert {e.fields["label"] for e in gpu} == {"deepspeed see_memory_usage"}
+    assert {(e.fields["allocated_bytes"], e.fields["reserved_bytes"], e.fields["peak_reserved_bytes"]) for e in gpu} == {(gib(1.0), gib(13.8), gib(14))}
+    assert [e.fields["cpu_used_bytes"] for e in host][:4] == [gib(55.87), gib(80.59), gib(80.6), gib(154.52)]
+    assert host[3].fields["cpu_percent"] == 24.5
+    assert host[3].time == "2023-03-10T08:16:44.681" and not host[3].time_inferred
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_deepspeed_readings_under_every_envelope_and_unit(seed):
+    """The numbers DeepSpeed rounds (two decimals, Max_CA none), in GB or a fork's MB with its
+    PEAK_MA, behind the envelopes its lines come with: its logger, a Ray actor's prefix,
+    a bare print."""
+    import random
+
+    rng = random.Random(seed)
+    unit, scale = rng.choice([("GB", GIB), ("MB", 1 << 20)])
+    values = [round(rng.uniform(0, 80) * GIB / scale, rng.choice([0, 1, 2])) for _ in range(4)]
+    values[3] = round(values[3])
+    envelope = rng.choice(
+        [
+            "",
+            f"[2024-0{rng.randrange(1, 10)}-1{rng.randrange(10)} 1{rng.randrange(10)}:0{rng.randrange(10)}:3{rng.randrange(10)},{rng.randrange(1000):03d}] [INFO] [utils.py:{rng.randrange(700, 900)}:see_memory_usage] ",
+            f"(ActorModelRayActor pid={rng.randrange(1000, 99999)}, ip=10.0.{rng.randrange(256)}.{rng.randrange(256)}) ",
+            f"\x1b[36m(CriticModelRayActor pid={rng.randrange(1000, 99999)})\x1b[0m [2024-01-01 10:00:00,000] [INFO] [utils.py:785:see_memory_usage] ",
+        ]
+    )
+    pad = " " * rng.randrange(1, 10)
+    peak = f"{pad}PEAK_MA {values[0]} {unit}" if unit == "MB" and rng.random() < 0.5 else ""
+    line = f"{envelope}MA {values[0]} {unit}{pad}Max_MA {values[1]} {unit}{pad}CA {values[2]} {unit}{pad}Max_CA {values[3]} {unit} {peak}"
+    f = sample(line).fields
+    want = [round(v * scale) for v in values]
+    assert [f["allocated_bytes"], f["peak_allocated_bytes"], f["reserved_bytes"], f["peak_reserved_bytes"]] == want
+    assert f.get("peak_ma_bytes") == (want[0] if peak else None)
+    used, percent = round(rng.uniform(1, 2000), 2), round(rng.uniform(0, 100), 1)
+    host = sample(f"{envelope}CPU Virtual Memory:  used = {used} GB, percent = {percent}%")
+    assert (host.memory, host.fields["cpu_used_bytes"], host.fields["cpu_percent"]) == ("host", round(used * GIB), percent)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "DMA 3 GB Max_MA 4 GB CA 5 GB Max_CA 6 GB",  # MA only as a word of its own
+        "see_memory_usage: MA and Max_MA are printed in GB",
+        "Before initializing optimizer states",  # the line above the readings: their message
+    ],
+)
+def test_deepspeed_look_alikes(text):
+    assert [e for e in parse_text(text) if e.kind == "gpu_memory"] == []

@@ -238,3 +238,47 @@ def test_a_line_whose_tab_a_terminal_widened_is_joined_though_fewer_characters_t
     text = "\n".join(f"I1203 10:00:{r:02d}.12\t{line}" for r, line in enumerate(WATCHDOG.split("\n")))  # the tab from column 17 to 24
     events = found(terminal_wrapped(text, width))
     assert [(e.fields["seq"], e.fields["timeout_ms"], e.rank) for e in events] == [(int(f"38{r}6"), 600000, r) for r in range(6)]
+
+
+DEEPSPEED = (
+    "[2022-02-21 23:35:{s:02d},338] [INFO] [utils.py:827:see_memory_usage] MA 4.{s:02d} GB         Max_MA 5.09 GB         "
+    "CA 6.39 GB         Max_CA 7 GB \n"
+    "[2022-02-21 23:35:{s:02d},338] [INFO] [utils.py:832:see_memory_usage] CPU Virtual Memory:  used = 50.5 GB, percent = 40.2%"
+)
+
+
+def _at_a_run_edge(line: str, width: int) -> bool:
+    """Does a wrap at `width` cut `line` just before or just after a run of blanks? The
+    segment then ends as a padded line does, or the next begins as a new line does."""
+    return any((line[c - 1] == " ") != (line[c] == " ") for c in range(width, len(line), width))
+
+
+@pytest.mark.parametrize("width", range(80, 141))
+def test_a_wrap_inside_the_blanks_between_deepspeed_figures_is_undone(width):
+    """DeepSpeed's figures stand nine blanks apart: a wrap may fall inside that run, and the
+    segment then ends in blanks as a padded line does. The next one begins with blanks and
+    is no padded line itself, so it goes on. A start-up's six readings, wrapped at every
+    width whose cuts fall inside a run or inside a word."""
+    text = "\n".join(DEEPSPEED.format(s=s) for s in range(10, 16))
+    if any(_at_a_run_edge(line, width) for line in text.split("\n")):
+        pytest.skip("a cut at the edge of a run of blanks: told from padding by nothing (known, layout.padded)")
+    gpu = [e.fields for e in found(wrapped(text, width)) if e.memory == "gpu"]
+    assert [(f["allocated_bytes"], f["reserved_bytes"], f["peak_reserved_bytes"]) for f in gpu] == [
+        (round(float(f"4.{s}") * (1 << 30)), round(6.39 * (1 << 30)), 7 << 30) for s in range(10, 16)
+    ]
+    assert not any(f.get("truncated") for f in gpu)
+
+
+def test_blanks_a_terminal_capture_pads_every_line_with_are_no_wrap():
+    """tmux pads every line to the pane's width: an indented line after a padded one is a
+    line of its own, not the rest of it."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/app/verl/trainer/main_ppo.py", line 64, in main',
+        "    run_ppo(config)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.02 GiB is free.",
+    ]
+    text = "\n".join(line.ljust(160) for line in lines)
+    (event,) = found(text)
+    assert (event.kind, event.fields["requested_bytes"]) == ("cuda_oom", 2 << 30)
+    assert event.source.line == 4

@@ -164,6 +164,25 @@ class Transformer(lark.Transformer):
         on_gpu = fields["allocated_bytes"] is not None or fields["reserved_bytes"] is not None
         return _draft("step metrics", fields, "gpu" if on_gpu else "host")
 
+    # -- DeepSpeed's see_memory_usage ------------------------------------------------------
+
+    def deepspeed(self, items):
+        allocated, peak_allocated, reserved, peak_reserved, peak_ma = items
+        fields = {"allocated_bytes": allocated, "peak_allocated_bytes": peak_allocated, "reserved_bytes": reserved, "peak_reserved_bytes": peak_reserved}
+        if peak_ma is not None:
+            fields["peak_ma_bytes"] = peak_ma
+        if peak_reserved is None:  # DeepSpeed prints all four: the line was cut (a wrap may hold the rest)
+            fields["truncated"] = True
+        return _draft("deepspeed see_memory_usage", fields)
+
+    def ds_size(self, items):
+        number, unit = items  # 1024-based, as torch counts, whatever the unit says
+        return sized(float(number) * (GIB if unit == "GB" else GIB >> 10))
+
+    def deepspeed_cpu(self, items):
+        used, percent = items
+        return _draft("deepspeed cpu virtual memory", {"cpu_used_bytes": _gib(used), "cpu_percent": None if percent is None else float(percent)}, "host")
+
     def metric(self, items):
         name, value = items
         return str(name), value if value.type == "NUMBER" else None
