@@ -241,8 +241,12 @@ class Transformer(lark.Transformer):
 
     # -- node death ----------------------------------------------------------------------------
     def node_marked_dead(self, items):
-        node_id, address, node_name, _rest = items
-        return _died("node_died", node_id=str(node_id), node=address, node_name=node_name and str(node_name))
+        node_id, where, _rest = items
+        address, node_name = where or (None, None)
+        return _died("node_died", node_id=_told(node_id), node=_told(address), node_name=_told(node_name))
+
+    def node_where(self, items):
+        return tuple(items)
 
     def node_died(self, items):
         _error, address, node_id = items[:3]
@@ -255,4 +259,9 @@ class Transformer(lark.Transformer):
 
 def _redacted(value: object) -> bool:
     """A REDACTED token: a value left empty by Ray or hidden by the person who pasted it."""
-    return getattr(value, "type", None) == "REDACTED"
+    return getattr(value, "type", None) in ("REDACTED", "PLACEHOLDER")
+
+
+def _told(value: object) -> str | None:
+    """The value as text, None where it is missing or stands in for what was hidden."""
+    return None if value is None or _redacted(value) else str(value)
