@@ -243,6 +243,8 @@ def group(events: list[Event], kinds: Kinds) -> list[Incident]:
         incident.cascade.sort(key=lambda e: (seconds(e) is None, seconds(e) or 0))
         if kinds[incident.root.kind].burst:
             _lead_with_the_one_the_caller_saw(incident)
+        if (counted := kinds[incident.root.kind].counts) is not None:
+            _lead_with_what_it_counts(incident, counted)
     incidents.sort(key=lambda i: (seconds(i.root) is None, seconds(i.root) or 0))
     return incidents
 
@@ -319,6 +321,18 @@ def _lead_with_the_one_the_caller_saw(incident: Incident) -> None:
         incident.cascade.remove(best)
         incident.cascade.append(incident.root)
         incident.root = best
+
+
+def _lead_with_what_it_counts(incident: Incident, counted: str) -> None:
+    """raylet's summary counts the kills of the last period: a kill report in its incident
+    (of its node, where both name one) is the failure it counted, though the driver may
+    print it after the summary. The first such report leads; the count follows it."""
+    node = incident.root.node
+    failure = next((e for e in incident.cascade if e.kind == counted and (node is None or e.node is None or e.node == node)), None)
+    if failure is not None:
+        incident.cascade.remove(failure)
+        incident.cascade.insert(0, incident.root)
+        incident.root = failure
 
 
 def _home(incidents: list[Incident], first: int, event: Event, kinds: Kinds, anchors: _Anchors) -> Incident | None:

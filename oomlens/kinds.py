@@ -38,6 +38,7 @@ class Kind:
     task_header: str = "any"
     phase: bool = True
     burst: bool = False
+    counts: str | None = None
     component: str | None = None
     explain: str = "failure"
     readings: str | None = None
@@ -79,6 +80,8 @@ def kind_of(name: str, entry: Mapping[str, Any]) -> Kind:
         raise ValueError(f"kind {name!r}: task_header {kind.task_header!r} is none of {', '.join(TASK_HEADERS)}")
     for template in (kind.summary, kind.details, kind.evidence):
         compile_template(template)
+    if kind.counts is not None and kind.counts == name:
+        raise ValueError(f"kind {name!r}: counts itself")
     return kind
 
 
@@ -96,6 +99,9 @@ class Kinds(Mapping[str, Kind]):
         self.failures = frozenset(k.name for k in self._by_name.values() if k.failure)
         self.memory_failures = frozenset(k.name for k in self._by_name.values() if k.role == "memory")
         self.memory_lines = frozenset(k.name for k in self._by_name.values() if k.role == "reading")
+        for kind in self._by_name.values():
+            if kind.counts is not None and kind.counts not in self._by_name:
+                raise ValueError(f"kind {kind.name!r}: counts {kind.counts!r}, which has no entry")
 
     def __getitem__(self, name: str) -> Kind:
         return self._by_name[name]

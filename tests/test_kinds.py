@@ -112,6 +112,7 @@ def test_an_event_of_a_kind_without_an_entry_is_refused(tmp_path):
         ({"label": "x", "role": "failure", "summary": "{size:huge}"}, "unknown spec 'huge'"),
         ({"label": "x", "role": "failure", "details": "[a [b]]"}, "group inside a group|unbalanced"),
         ({"role": "failure"}, "needs a label"),
+        ({"label": "x", "role": "memory", "counts": "x"}, "counts itself"),
     ],
 )
 def test_a_wrong_entry_fails_where_it_is_read(entry, error):
