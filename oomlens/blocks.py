@@ -18,6 +18,7 @@ from .envelopes import Line, added_heads, peel, starts_record
 from .grammars import Begin, Family, cut_number
 from .layout import WRAP_MIN, padded
 from .shapes import MAX_SHAPES, TO_ZERO
+from .times import Stamp, last_stamp
 
 GLUED_TRIES = 64  # records glued on one line tried after the first fails to parse (Ray #32195, glued and reversed, needs 13)
 MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most this much of a line
@@ -85,13 +86,15 @@ class Blocks:
         if at >= 0:  # a plain line of a high-volume family: a block of its own, read as it is
             text = first_raw.rstrip("\r\n")
             drafts, _complete = fam.parse(text[at:])
-            return (nxt, Block(Line(text), lineno, lineno, first_raw.strip("\r\n"), start, nxt), drafts) if drafts else None
+            return (nxt, Block(Line(text, _lead_stamp(text[:at])), lineno, lineno, first_raw.strip("\r\n"), start, nxt), drafts) if drafts else None
         # a progress bar rewrites its line with \r: the hit's segment is the message
         seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1 if "\r" in first_raw.rstrip("\r\n") else 0
         head = peel(first_raw[seg_start:].split("\r", 1)[0])
         m = fam.back.match(head.text) if reached and fam.back is not None else fam.start.search(head.text)
         if m is None:
             return None
+        if head.stamp is None:
+            head.stamp = _lead_stamp(head.text[: m.start()])
         texts = [head.text[m.start() :]]
         raw_texts = [first_raw.strip("\r\n")]
         end_line = lineno + n_phys - 1
@@ -156,6 +159,15 @@ class Blocks:
                 plain.clear()
             at = plain[shape] = plain_start(line, fam)
         return at
+
+
+def _lead_stamp(lead: str) -> Stamp | None:
+    """The time in text no envelope peels before a message (a progress bar that lost its
+    carriage return, then Ray's prefix and stamp): still the line's own."""
+    if not any(c.isdigit() for c in lead):
+        return None
+    data = lead.encode()
+    return last_stamp(data, 0, len(data))
 
 
 def plain_start(raw: str, fam: Family) -> int:

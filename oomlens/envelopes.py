@@ -38,6 +38,7 @@ class Line:
     rank: int | None = None
     repeated: int | None = None
     stream: str = ""  # the Ray prefix as printed: lines of one worker share it
+    utc: Stamp | None = None  # a collector's zoned time outside the program's own local one: the two tell the host's zone
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,8 @@ def _take_stamp(line: Line, stamp: Stamp) -> None:
         line.stamp = stamp
     elif (outer.month, outer.day) == (stamp.month, stamp.day):
         line.stamp = stamp._replace(year=outer.year)
+    if line.stamp is not outer and outer is not None and outer.zone is not None and stamp.zone is None:
+        line.utc = outer  # `docker logs -t` before a program's local stamp
 
 
 def _apply(envelope: Envelope, line: Line, m: re.Match) -> None:

@@ -491,7 +491,11 @@ class Scanner:
         if self.layout is not None:
             first, last = self.layout.lines_of(first, self._base + block.offset, last, self._base + block.stop)
         source = Source(self.ctx.path, first, last)
-        return [self._event(d, head, stamp, inferred, head.actor or actor, source, block.raw) for d in drafts]
+        made = [self._event(d, head, stamp, inferred, head.actor or actor, source, block.raw) for d in drafts]
+        if head.utc is not None and head.stamp is not None and (local := head.stamp.iso(self.ctx.year)) is not None and (utc := head.utc.utc()):
+            # a collector's UTC stamp before the program's local one: the host's zone, for the clock
+            made.append(Clue("clock", source, {"utc": utc}, local, head.pid, head.actor or actor, head.ip or self.ctx.node))
+        return made
 
     def _event(self, draft: dict, head: Line, stamp: Stamp | None, inferred: bool, actor: str | None, source: Source, raw: str) -> Event | Clue:
         fields = draft.get("fields", {})

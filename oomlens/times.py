@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 from .prefilter import Prefilter, fast_regex
@@ -44,6 +44,13 @@ class Stamp(NamedTuple):
         if self.zone is not None:  # kept until the clock moves the time to its host's local time
             text += f"{'+' if self.zone >= 0 else '-'}{abs(self.zone) // 60:02d}:{abs(self.zone) % 60:02d}"
         return text
+
+    def utc(self) -> str | None:
+        """The instant as naive UTC ISO text, for a time printed with its zone and year."""
+        if self.zone is None or self.year is None:
+            return None
+        t = datetime(self.year, self.month, self.day, self.hour, self.minute, self.second, (self.millis or 0) * 1000) - timedelta(minutes=self.zone)
+        return t.isoformat(timespec="milliseconds")
 
 
 def _ms(frac: str | None) -> int | None:

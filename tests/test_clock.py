@@ -335,3 +335,75 @@ def test_a_console_a_collector_stamped_in_utc_is_placed_on_the_run_s_clock(seed,
     assert story(after) == story(before)
     note = next(n for n in after.clocks if n.scope.startswith(str(console)))
     assert note.offset_s == pytest.approx(-zone, abs=30)
+
+
+REAL_281 = FIXTURES / "real" / "281_primihub_122.log"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_collector_s_utc_stamp_before_a_program_s_local_one_tells_the_zone(seed, tmp_path):
+    """`docker logs -t` of a program that stamps its own lines in local time (loguru, glog
+    >= 0.7 with its year): each such line prints both clocks, so the host's zone is known,
+    and a line that prints only the collector's UTC stamp is moved to that local time. The
+    real excerpt (UTC+8), rewritten for a random zone and day: every event on one clock."""
+    rng = random.Random(seed)
+    zone = rng.choice([z for z in range(-12 * 60, 14 * 60 + 1, 30) if z]) * 60
+    shift = timedelta(days=rng.randrange(-400, 400), seconds=rng.randrange(86400))
+    out = []
+    for line in REAL_281.read_text(encoding="utf-8").splitlines(keepends=True):
+        utc = datetime.strptime(line[:26], "%Y-%m-%dT%H:%M:%S.%f") + shift  # nanoseconds past the micro dropped
+        # the program's own stamps were written at UTC+8: the same instants in `zone`
+        rest = re.sub(
+            r"^ 2023-05-22 (11:06:\d\d\.\d+)",
+            lambda m: (
+                " "
+                + (datetime.strptime("2023-05-22 " + m.group(1), "%Y-%m-%d %H:%M:%S.%f") - timedelta(hours=8) + shift + timedelta(seconds=zone)).strftime(
+                    "%Y-%m-%d %H:%M:%S.%f"
+                )[:-3]
+            ),
+            line[30:],
+        )
+        rest = re.sub(
+            r"^ E20230522 (11:06:\d\d\.\d+)",
+            lambda m: (
+                " "
+                + (datetime.strptime("20230522 " + m.group(1), "%Y%m%d %H:%M:%S.%f") - timedelta(hours=8) + shift + timedelta(seconds=zone)).strftime(
+                    "E%Y%m%d %H:%M:%S.%f"
+                )
+            ),
+            rest,
+        )
+        out.append(utc.strftime("%Y-%m-%dT%H:%M:%S.%f") + "123Z" + rest)
+    log = tmp_path / "docker.log"
+    log.write_text("".join(out), encoding="utf-8")
+    diagnosis = analyze(str(log), jobs=1)
+    times = {e.kind: datetime.fromisoformat(e.time) for e in diagnosis.events}
+    death = datetime(2023, 5, 22, 3, 6, 53, 935238) + shift + timedelta(seconds=zone)  # on the host's local clock
+    assert abs(times["ray_worker_died"] - death) < timedelta(milliseconds=10)  # glog's own stamp
+    assert abs(times["ray_oom_kill"] - death) < timedelta(milliseconds=10)  # its line prints only the collector's
+    (note,) = diagnosis.clocks
+    assert note.offset_s == -zone and "print two clocks" in note.how
+
+
+@pytest.mark.parametrize(
+    "bar",
+    [
+        "Training Progress:  10%|█         | 116/1155 [7:54:43<67:30:48, 233.93s/it]",
+        "Processed prompts:  37%|███▋      | 380/1024 [00:41<01:10,  9.1it/s]",
+        "step 12/40 ",
+    ],
+)
+def test_a_stamped_line_glued_behind_a_progress_bar_keeps_its_own_time(bar, tmp_path):
+    """A progress bar that lost its carriage return in a copy: the Ray line glued behind it
+    still prints its time, and that time is the event's own, not one borrowed."""
+    log = tmp_path / "console.log"
+    log.write_text(
+        "2026-01-20 08:10:00,000 INFO worker.py:1 -- started\n"
+        f"{bar}(raylet) [2026-01-20 08:13:25,391 E 2105 2105] (raylet) node_manager.cc:3099: 1 Workers (tasks / actors) killed due to "
+        "memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 87d772fad6a1e8e28022131ee0c15591d7d109361ad677a9e64c71e2, "
+        "IP: 10.22.68.9) over the last time period.\n"
+        "2026-01-20 08:20:00,000 INFO worker.py:1 -- done\n",
+        encoding="utf-8",
+    )
+    (event,) = analyze(str(log), jobs=1).events
+    assert (event.kind, event.time, event.time_inferred) == ("ray_oom_summary", "2026-01-20T08:13:25.391", False)

@@ -12,7 +12,7 @@ import pytest
 
 from oomlens.data import load
 from oomlens.envelopes import peel
-from oomlens.times import TIMES, last_stamp, stamp_of_groups
+from oomlens.times import TIMES, Stamp, last_stamp, stamp_of_groups
 
 TABLE = load("times.toml")
 SAMPLES = [(t["name"], s) for t in TABLE["layout"] for s in t["sample"]]
@@ -64,6 +64,7 @@ WRITERS = {
     "RFC 3339 with zone": (_iso_zoned, True),
     "docker -t": (lambda t, z: t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond:06d}123Z x", True),
     "glog": (lambda t, z: t.strftime("E%m%d %H:%M:%S.") + f"{t.microsecond:06d}  4242 file.cc:12] x", False),
+    "glog >= 0.7": (lambda t, z: t.strftime("E%Y%m%d %H:%M:%S.") + f"{t.microsecond:06d}  4504 py_executor.cc:240] x", False),
     "c10": (lambda t, z: t.strftime("[rank0]:[E%-m%d %H:%M:%S.") + f"{t.microsecond:06d}000 ProcessGroupNCCL.cpp:1] x", False),
     "vLLM": (lambda t, z: t.strftime("INFO %m-%d %H:%M:%S [core.py:1] x"), False),
     "absl epoch": (lambda t, z: f"*** SIGABRT received at time={int(t.timestamp())} on cpu 3 ***", True),
@@ -94,3 +95,16 @@ def test_any_instant_in_any_zone_reads_back(writer):
                 printed = local.replace(microsecond=0, tzinfo=None)
                 assert (stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second) == printed.timetuple()[1:6], line
                 assert stamp.year in (None, printed.year) and stamp.zone is None, line
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_zoned_time_gives_its_instant_in_utc(seed):
+    """Stamp.utc: the instant a zoned time names, across midnight and the year's end, for
+    zones of whole, half and quarter hours; a naive time names none."""
+    rng = random.Random(seed)
+    zone = rng.choice(range(-12 * 60, 14 * 60 + 1, 15))
+    instant = datetime(2019, 12, 31, 22, tzinfo=UTC) + timedelta(seconds=rng.uniform(0, 4 * 3600), days=rng.choice([0, 1, 400]))
+    local = instant.astimezone(timezone(timedelta(minutes=zone)))
+    stamp = Stamp(local.year, local.month, local.day, local.hour, local.minute, local.second, local.microsecond // 1000, zone)
+    assert stamp.utc() == instant.replace(tzinfo=None, microsecond=(instant.microsecond // 1000) * 1000).isoformat(timespec="milliseconds")
+    assert stamp._replace(zone=None).utc() is None
