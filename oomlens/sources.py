@@ -606,19 +606,21 @@ def is_binary(head: bytes) -> bool:
 
 
 _CONTROL_BYTES = rb"\x00-\x08\x0e-\x1a\x1c-\x1f"  # control bytes but tab, the line breaks, vertical tab, form feed and ESC
-_CONTROL = re.compile(b"[" + _CONTROL_BYTES + b"]")  # none stands in text beyond doubt (_clean_text): ESC starts colour codes
+_CONTROL = re.compile(b"[" + _CONTROL_BYTES + b"]")  # a few at most in text beyond doubt (_clean_text): ESC starts colour codes
 _CONTROL_OR_ESC = re.compile(b"[" + _CONTROL_BYTES + b"\x1b]")  # what is_binary counts: a fifth of them and more is binary
 
 
 def _clean_text(body: bytes) -> bool:
     """Whether a few bytes are text beyond doubt: printable UTF-8 (but a character the head
-    cut at its end) with a line break, no control byte. Random bytes fail at once; a line
-    of a log passes."""
+    cut at its end) with a line break, and stray control bytes as few as stray NULs may be
+    (a torn write leaves one at a hole's edge): at most STRAY_NULS, one in STRAY_SHARE.
+    Random bytes fail the UTF-8 at once; a line of a log passes."""
     try:
         codecs.utf_8_decode(body, "strict", False)
     except UnicodeDecodeError:
         return False
-    return b"\n" in body and body.strip() != b"" and _CONTROL.search(body) is None
+    stray = len(_CONTROL.findall(body))
+    return b"\n" in body and body.strip() != b"" and stray <= STRAY_NULS and stray * STRAY_SHARE <= len(body)
 
 
 def _past_hole(stream: io.BufferedReader, item: Input) -> io.BufferedReader:

@@ -515,7 +515,8 @@ def test_a_few_bytes_before_a_hole_are_text_only_when_they_read_as_nothing_else(
     for _ in range(200):  # random bytes never pass as the few lines before a hole
         assert is_binary(rng.randbytes(rng.randrange(1, 500)) + bytes(8000))
     assert not is_binary(OOM_LINE + bytes(8000))
-    assert is_binary(b"\x01\x02 not a log line\n" + bytes(8000))  # a control byte: no text
+    assert is_binary(b"\x01\x02 not a log line\n" + bytes(8000))  # control bytes, one in ten: no text
+    assert not is_binary(OOM_LINE * 3 + b"\x01" + bytes(8000))  # one at the hole's edge, a torn write (the fuzz run's 5fa988d6)
     assert is_binary(b"no line break at all" + bytes(8000))
     assert is_binary("INFO all is well\n".encode("utf-16-le") * 20)  # a NUL every other byte: no log of ours
 
