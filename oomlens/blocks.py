@@ -89,8 +89,11 @@ class Blocks:
             return (nxt, Block(Line(text, _lead_stamp(text[:at])), lineno, lineno, first_raw.strip("\r\n"), start, nxt), drafts) if drafts else None
         # a progress bar rewrites its line with \r: the hit's segment is the message
         seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1 if "\r" in first_raw.rstrip("\r\n") else 0
-        head = peel(first_raw[seg_start:].split("\r", 1)[0])
+        segment = first_raw[seg_start:].split("\r", 1)[0]
+        head = peel(segment)
         m = fam.back.match(head.text) if reached and fam.back is not None else fam.start.search(head.text)
+        if m is None and not reached:
+            head, m = _peeled_short_of_start(segment, fam)
         if m is None:
             return None
         if head.stamp is None:
@@ -159,6 +162,20 @@ class Blocks:
                 plain.clear()
             at = plain[shape] = plain_start(line, fam)
         return at
+
+
+def _peeled_short_of_start(segment: str, fam: Family) -> tuple[Line, re.Match[str] | Begin | None]:
+    """The line peeled only as far as its message starts, when peeling it whole took the
+    message's first words for an envelope (`ts` before "CUDA Error: out of memory" reads as
+    a syslog time, host and tag): no envelope runs into the message."""
+    m = fam.start.search(segment.rstrip("\r\n"))
+    if m is None:
+        return Line(segment), None
+    head = peel(segment[: m.start()])
+    if head.text.strip():  # what stood before the message is no envelope: read as it was
+        return Line(segment), None
+    head.text = segment.rstrip("\r\n")[m.start() :]
+    return head, fam.start.search(head.text)
 
 
 def _lead_stamp(lead: str) -> Stamp | None:

@@ -140,3 +140,26 @@ def test_colour_codes_are_removed_as_the_debris_pattern_removes_them(seed):
     for _ in range(20000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
         assert without_debris(text) == ANSI.sub("", text), repr(text)
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["Mar 12 11:00:01 ", "Nov  3 09:14:27 ", "2026-03-12T11:00:01.123456+08:00 ", "[2026-03-12 11:00:01] ", "ray-head-1  | Mar 12 11:00:01 "],
+)
+@pytest.mark.parametrize(
+    "message",
+    [
+        "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+        "RuntimeError: CUDA error: out of memory",
+        "NCCL WARN Cuda failure 'out of memory'",
+    ],
+)
+def test_no_envelope_runs_into_the_message(prefix, message):
+    """A bare time before a line (`ts`, a collector) makes 'CUDA Error: ...' look like a
+    syslog line's host and tag: the line is peeled only as far as its message starts, and
+    the time before it is still the line's own."""
+    from oomlens import parse_text
+
+    (event,) = [e for e in parse_text(prefix + message) if e.kind == "cuda_oom"]
+    assert event.text.endswith(message)
+    assert (event.time or event.fields.get("local_time")) is not None and not event.time_inferred  # a syslog time prints no year
