@@ -168,13 +168,14 @@ def _peeled_short_of_start(segment: str, fam: Family) -> tuple[Line, re.Match[st
     """The line peeled only as far as its message starts, when peeling it whole took the
     message's first words for an envelope (`ts` before "CUDA Error: out of memory" reads as
     a syslog time, host and tag): no envelope runs into the message."""
-    m = fam.start.search(segment.rstrip("\r\n"))
+    text = segment.rstrip("\r\n")
+    m = fam.start.search(text)
     if m is None:
-        return Line(segment), None
-    head = peel(segment[: m.start()])
+        return Line(text), None
+    head = peel(text[: m.start()])
     if head.text.strip():  # what stood before the message is no envelope: read as it was
-        return Line(segment), None
-    head.text = segment.rstrip("\r\n")[m.start() :]
+        return Line(text), None
+    head.text = text[m.start() :]
     return head, fam.start.search(head.text)
 
 

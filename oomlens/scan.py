@@ -16,6 +16,7 @@ import re
 import weakref
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, BinaryIO
 
 from .blocks import MAX_LINE, Block, Blocks, reach_back
@@ -239,6 +240,7 @@ class Scanner:
         self._open: list[weakref.ref[Event]] = []
         self._open_kept = OPEN_MIN  # compact _open when it has grown past this
         self._actor: str | None = None  # the actor or task a worker file announced last
+        self._zones_told: set[int] = set()  # offsets from UTC (minutes) a collector's stamps beside the program's have told
         self._long_lines = 0
         self._counted = (0, 0)  # (offset, line breaks before it) counted in the last chunk
         self._line_start = 0  # offset in the stream where the line being read began
@@ -492,9 +494,13 @@ class Scanner:
             first, last = self.layout.lines_of(first, self._base + block.offset, last, self._base + block.stop)
         source = Source(self.ctx.path, first, last)
         made = [self._event(d, head, stamp, inferred, head.actor or actor, source, block.raw) for d in drafts]
-        if head.utc is not None and head.stamp is not None and (local := head.stamp.iso(self.ctx.year)) is not None and (utc := head.utc.utc()):
-            # a collector's UTC stamp before the program's local one: the host's zone, for the clock
-            made.append(Clue("clock", source, {"utc": utc}, local, head.pid, head.actor or actor, head.ip or self.ctx.node))
+        if head.utc is not None and head.stamp is not None and (local := head.stamp.iso(self.ctx.year)) is not None and (utc := head.utc.iso_utc()):
+            # a collector's UTC stamp before the program's local one: the host's zone, for the
+            # clock; told once per offset a file shows, not at every line a collector stamped
+            offset = round((datetime.fromisoformat(local) - datetime.fromisoformat(utc)).total_seconds() / 60)
+            if offset not in self._zones_told:
+                self._zones_told.add(offset)
+                made.append(Clue("clock", source, {"utc": utc}, local, head.pid, head.actor or actor, head.ip or self.ctx.node))
         return made
 
     def _event(self, draft: dict, head: Line, stamp: Stamp | None, inferred: bool, actor: str | None, source: Source, raw: str) -> Event | Clue:

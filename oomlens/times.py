@@ -45,7 +45,7 @@ class Stamp(NamedTuple):
             text += f"{'+' if self.zone >= 0 else '-'}{abs(self.zone) // 60:02d}:{abs(self.zone) % 60:02d}"
         return text
 
-    def utc(self) -> str | None:
+    def iso_utc(self) -> str | None:
         """The instant as naive UTC ISO text, for a time printed with its zone and year."""
         if self.zone is None or self.year is None:
             return None

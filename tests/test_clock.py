@@ -349,30 +349,15 @@ def test_a_collector_s_utc_stamp_before_a_program_s_local_one_tells_the_zone(see
     rng = random.Random(seed)
     zone = rng.choice([z for z in range(-12 * 60, 14 * 60 + 1, 30) if z]) * 60
     shift = timedelta(days=rng.randrange(-400, 400), seconds=rng.randrange(86400))
+
+    def moved(written: str, layout: str) -> str:  # a stamp the program wrote at UTC+8, at the same instant in `zone`
+        return (datetime.strptime(written, layout) - timedelta(hours=8) + shift + timedelta(seconds=zone)).strftime(layout)
+
     out = []
     for line in REAL_281.read_text(encoding="utf-8").splitlines(keepends=True):
         utc = datetime.strptime(line[:26], "%Y-%m-%dT%H:%M:%S.%f") + shift  # nanoseconds past the micro dropped
-        # the program's own stamps were written at UTC+8: the same instants in `zone`
-        rest = re.sub(
-            r"^ 2023-05-22 (11:06:\d\d\.\d+)",
-            lambda m: (
-                " "
-                + (datetime.strptime("2023-05-22 " + m.group(1), "%Y-%m-%d %H:%M:%S.%f") - timedelta(hours=8) + shift + timedelta(seconds=zone)).strftime(
-                    "%Y-%m-%d %H:%M:%S.%f"
-                )[:-3]
-            ),
-            line[30:],
-        )
-        rest = re.sub(
-            r"^ E20230522 (11:06:\d\d\.\d+)",
-            lambda m: (
-                " "
-                + (datetime.strptime("20230522 " + m.group(1), "%Y%m%d %H:%M:%S.%f") - timedelta(hours=8) + shift + timedelta(seconds=zone)).strftime(
-                    "E%Y%m%d %H:%M:%S.%f"
-                )
-            ),
-            rest,
-        )
+        rest = re.sub(r"^ (2023-05-22 11:06:\d\d\.\d{3})", lambda m: " " + moved(m.group(1) + "000", "%Y-%m-%d %H:%M:%S.%f")[:-3], line[30:])
+        rest = re.sub(r"^ (E20230522 11:06:\d\d\.\d+)", lambda m: " " + moved(m.group(1), "E%Y%m%d %H:%M:%S.%f"), rest)
         out.append(utc.strftime("%Y-%m-%dT%H:%M:%S.%f") + "123Z" + rest)
     log = tmp_path / "docker.log"
     log.write_text("".join(out), encoding="utf-8")

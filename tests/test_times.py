@@ -99,12 +99,12 @@ def test_any_instant_in_any_zone_reads_back(writer):
 
 @pytest.mark.parametrize("seed", range(20))
 def test_a_zoned_time_gives_its_instant_in_utc(seed):
-    """Stamp.utc: the instant a zoned time names, across midnight and the year's end, for
+    """Stamp.iso_utc: the instant a zoned time names, across midnight and the year's end, for
     zones of whole, half and quarter hours; a naive time names none."""
     rng = random.Random(seed)
     zone = rng.choice(range(-12 * 60, 14 * 60 + 1, 15))
     instant = datetime(2019, 12, 31, 22, tzinfo=UTC) + timedelta(seconds=rng.uniform(0, 4 * 3600), days=rng.choice([0, 1, 400]))
     local = instant.astimezone(timezone(timedelta(minutes=zone)))
     stamp = Stamp(local.year, local.month, local.day, local.hour, local.minute, local.second, local.microsecond // 1000, zone)
-    assert stamp.utc() == instant.replace(tzinfo=None, microsecond=(instant.microsecond // 1000) * 1000).isoformat(timespec="milliseconds")
-    assert stamp._replace(zone=None).utc() is None
+    assert stamp.iso_utc() == instant.replace(tzinfo=None, microsecond=(instant.microsecond // 1000) * 1000).isoformat(timespec="milliseconds")
+    assert stamp._replace(zone=None).iso_utc() is None
