@@ -76,6 +76,16 @@ print(sorted({i.ray_node["ip"] for i in diagnosis.inputs}))
 """
 
 
+def _ray_env(root: Path, **settings: str) -> dict[str, str]:
+    """The environment of every Ray process a test starts: all Ray writes lies under `root`.
+    Ray puts what it keeps between runs under $RAY_TMPDIR/ray (`ray_current_cluster`, written
+    by `cluster_utils` and `ray start`), /tmp/ray by default, and does not make that folder
+    itself: a test that wrote there passed only on a machine that had run Ray before."""
+    (root / "ray").mkdir(parents=True, exist_ok=True)
+    quiet = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}  # Ray 2.60 asks for a token by default
+    return {**os.environ, "RAY_TMPDIR": str(root), **quiet, **settings}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -140,16 +150,14 @@ def cluster():
     """Start the cluster, make the kill, read it with --cluster and from copies, then kill the
     spare node's raylet and read again; stop everything. Yields what the tests look at."""
     root = Path(tempfile.mkdtemp(prefix="oomlens-ray-"))  # short: Ray's socket paths lie under it
-    env = {
-        **os.environ,
-        "RAY_AUTH_MODE": "disabled",  # Ray 2.60 asks for a token by default
-        "RAY_USAGE_STATS_ENABLED": "0",
-        "RAY_health_check_period_ms": "500",  # a lost node is known dead within seconds
-        "RAY_health_check_timeout_ms": "500",
-        "RAY_health_check_failure_threshold": "2",
-        "RAY_task_oom_retries": "0",
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
+    env = _ray_env(
+        root,
+        RAY_health_check_period_ms="500",  # a lost node is known dead within seconds
+        RAY_health_check_timeout_ms="500",
+        RAY_health_check_failure_threshold="2",
+        RAY_task_oom_retries="0",
+        PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
     port, host = _free_port(), _host_ip()
     address = f"{host}:{port}"
     common = ["--block", "--num-cpus", "1", "--disable-usage-stats"]
@@ -348,7 +356,7 @@ def test_raylets_of_one_host_sharing_a_logs_folder_read_it_once():
     """ray.cluster_utils starts every raylet in one session folder (raylet.out, raylet.1.out):
     its files are read once, as the first node's, and the other node says so in one line."""
     root = Path(tempfile.mkdtemp(prefix="oomlens-ray-"))
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    env = _ray_env(root)
     keeper = subprocess.Popen([sys.executable, "-c", SHARED, str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert keeper.stdout is not None and keeper.stdin is not None
