@@ -89,7 +89,11 @@ def schema() -> dict[str, Any]:
     import json
     from importlib.resources import files
 
-    return json.loads(files(__name__).joinpath("schema", "oomlens-v1.schema.json").read_text(encoding="utf-8"))
+    from .kinds import shipped
+
+    contract = json.loads(files(__name__).joinpath("schema", "oomlens-v1.schema.json").read_text(encoding="utf-8"))
+    contract["$defs"]["kind"]["examples"] = list(shipped())  # the open vocabulary's kinds of this release
+    return contract
 
 
 def __getattr__(name: str) -> Any:

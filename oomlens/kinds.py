@@ -131,5 +131,5 @@ class Kinds(Mapping[str, Kind]):
 
 @functools.cache
 def shipped() -> Kinds:
-    """The kinds oomlens ships (data/kinds.toml): the closed vocabulary of contract v1."""
+    """The kinds oomlens ships (data/kinds.toml): the kinds of this release in contract v1's open vocabulary."""
     return Kinds(kind_of(name, entry) for name, entry in load("kinds.toml").items())
