@@ -70,7 +70,7 @@ def test_the_cli_json_and_each_jsonl_line_validate():
     "break_it, where",
     [
         (lambda d: d.update(oomlens=2), "oomlens"),
-        (lambda d: d["events"][0].update(kind="oom"), "events/0/kind"),
+        (lambda d: d["events"][0].update(kind="CUDA OOM"), "events/0/kind"),
         (lambda d: d["events"][0].pop("fields"), "events/0"),
         (lambda d: d["events"][0].update(time="22/11/2026 03:37"), "events/0/time"),
         (lambda d: d["incidents"][0].update(fingerprint="not-a-hash"), "incidents/0/fingerprint"),
