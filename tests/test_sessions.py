@@ -5,6 +5,8 @@ torch's CPU allocator, healthy ends by `ray.kill` and `ray stop`), that verdict.
 from __future__ import annotations
 
 import json
+import re
+import shutil
 
 import pytest
 
@@ -156,3 +158,44 @@ def test_kernel_victim(name):
     (event,) = [e for e in diagnosed(name).events if e.kind == "kernel_oom"]
     assert event.pid == victim["pid"]
     assert victim["name"] in str(event.fields), name
+
+
+STAMP = re.compile(r"^\[(\w{3}) (\w{3}) +(\d+) (\d\d:\d\d:\d\d) (\d{4})\] ")
+KERNEL_LAYOUTS = {
+    # what `dmesg -T` printed, as kept
+    "dmesg-T": ("dmesg.log", lambda m, rest, i: m.group(0) + rest),
+    # syslog's kern.log: no year, the host's name, `kernel:`, the seconds since boot kept
+    "kern.log": ("kern.log", lambda m, rest, i: f"{m.group(2)} {int(m.group(3)):2d} {m.group(4)} vm kernel: [{1000 + i / 1e4:12.6f}] {rest}"),
+    # journalctl -k -o short-iso
+    "journal": ("journal.log", lambda m, rest, i: f"{m.group(5)}-11-{int(m.group(3)):02d}T{m.group(4)}+0000 vm kernel: {rest}"),
+}
+
+
+@pytest.mark.parametrize("layout", list(KERNEL_LAYOUTS))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=known_miss(name, "verdict"))
+        for name in JUDGED
+        if (SESSIONS / name / "dmesg.log").exists() and "kernel_victim" in expectation(name)["expected"]
+    ],
+)
+def test_kernel_report_in_each_layout_a_user_pastes(tmp_path, name, layout):
+    """The kernel's report of a real run as dmesg -T, kern.log or the journal wrote it, beside
+    the same Ray logs: the same victim and the same verdict."""
+    target, render = KERNEL_LAYOUTS[layout]
+    folder = tmp_path / name
+    shutil.copytree(SESSIONS / name, folder)
+    lines = (folder / "dmesg.log").read_text().splitlines()
+    (folder / "dmesg.log").unlink()
+    out = []
+    for i, line in enumerate(lines):
+        m = STAMP.match(line)
+        assert m, line
+        out.append(render(m, line[m.end() :], i))
+    (folder / target).write_text("\n".join(out) + "\n")
+    expected, diagnosis = expectation(name)["expected"], analyze(str(folder), jobs=1)
+    (event,) = [e for e in diagnosis.events if e.kind == "kernel_oom"]
+    assert event.pid == expected["kernel_victim"]["pid"], layout
+    got = {k: (diagnosis.verdict or {}).get(k) for k in ("root_kind", "component", "memory")}
+    assert got == expected["verdict"], f"{name} as {layout}: {got}"
