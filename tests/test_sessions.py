@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -205,3 +208,55 @@ def test_kernel_report_in_each_layout_a_user_pastes(tmp_path, name, layout):
     kernel_kills(name, diagnosis)
     got = {k: (diagnosis.verdict or {}).get(k) for k in ("root_kind", "component", "memory")}
     assert got == expected["verdict"], f"{name} as {layout}: {got}"
+
+
+ROBUSTNESS = Path(__file__).parent / "robustness"
+
+
+def _transforms() -> dict:
+    """tests/robustness' transforms and chains, by name (its ops apply them)."""
+    table = tomllib.loads((ROBUSTNESS / "transforms.toml").read_text(encoding="utf-8"))
+    one = {t["name"]: [t] for t in table["transform"]}
+    return one | {c["name"]: [one[s][0] for s in c["steps"]] for c in table.get("chain", [])}
+
+
+TRANSFORMS = _transforms()
+
+
+def _console_marks(name: str, case: str, i: int) -> list[pytest.MarkDecorator]:
+    """A strict xfail where the run's expectation knows the transform is missed
+    (`known_misses.robustness`: transform → why); all but one in eight are slow."""
+    why = expectation(name).get("known_misses", {}).get("robustness", {}).get(case)
+    return ([pytest.mark.xfail(strict=True, reason=why)] if why else []) + ([] if i % 8 == 0 else [pytest.mark.slow])
+
+
+CONSOLES = [(name, case) for name in JUDGED for case in TRANSFORMS]
+_CONSOLE_FACTS: dict = {}
+
+
+def console_facts(path: Path) -> tuple:
+    """What a transform must not change (as tests/test_robustness.py reads it): each event's
+    kind, pid, GPU and numbers, and the verdict."""
+    from test_robustness import facts
+
+    return facts(analyze(str(path), jobs=1))
+
+
+@pytest.mark.parametrize("name,case", [pytest.param(name, case, marks=_console_marks(name, case, i)) for i, (name, case) in enumerate(CONSOLES)])
+def test_driver_console_under_each_transform(tmp_path, name, case):
+    """Each real run's driver console, through every transform a terminal, collector or person
+    applies (tests/robustness), gives the events and verdict of the untouched console."""
+    sys.path.insert(0, str(ROBUSTNESS))
+    from ops import apply
+
+    console = SESSIONS / name / "driver-console.log"
+    if name not in _CONSOLE_FACTS:
+        _CONSOLE_FACTS[name] = console_facts(console)
+    data = console.read_bytes()
+    for step in TRANSFORMS[case]:
+        data = apply(step, data)
+    (tmp_path / console.name).write_bytes(data)
+    events, verdict = _CONSOLE_FACTS[name]
+    got_events, got_verdict = console_facts(tmp_path / console.name)
+    assert sorted(map(str, events - got_events)) == [] and sorted(map(str, got_events - events)) == [], f"{name} {case}: events lost / gained"
+    assert got_verdict == verdict, f"{name} {case}"
