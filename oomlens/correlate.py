@@ -18,7 +18,7 @@ from typing import Any
 
 from .data import load
 from .events import CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event
-from .kinds import Kind, Kinds
+from .kinds import Kind, Kinds, device_values
 from .text import gib, render
 from .timeline import Trends, epoch
 
@@ -391,9 +391,9 @@ def explain(incident: Incident, context: Context, kinds: Kinds) -> None:
     names how it is explained (`explain` in data/kinds.toml)."""
     root = incident.root
     kind = kinds[root.kind]
-    incident.memory = kind.memory
+    incident.memory = root.memory or kind.memory  # vLLM's CPU backend: its KV cache is host memory
     incident.evidence.append(f"root: {root.kind} at {root.time or '?'} ({_where(root)})")
-    if kind.evidence and (told := render(kind.evidence, root.fields)):
+    if kind.evidence and (told := render(kind.evidence, {**root.fields, **device_values(root.device, root.gpu)})):
         incident.evidence.append(told)
     if kind.explain not in EXPLAINERS:
         raise ValueError(f"kind {root.kind!r}: explain {kind.explain!r} is none of {', '.join(EXPLAINERS)}")

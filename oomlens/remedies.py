@@ -104,7 +104,7 @@ def current_settings(clues: list[Clue]) -> dict[str, Any]:
 
 
 def _holds(rule: dict[str, Any], facts: dict[str, Any]) -> bool:
-    for key in ("framework", "component", "memory", "root_kind", "trend", "style"):
+    for key in ("framework", "component", "memory", "root_kind", "trend", "style", "device"):
         if key not in rule:
             continue
         wanted = rule[key] if isinstance(rule[key], list) else [rule[key]]
@@ -135,6 +135,7 @@ def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Cl
         "component": incident.component,
         "memory": incident.memory,
         "root_kind": incident.root.kind,
+        "device": incident.root.device,
         "trend": incident.trend,
         "style": flag_style(clues),
     }

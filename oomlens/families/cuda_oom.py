@@ -1,4 +1,7 @@
-"""Transformer for grammars/cuda_oom.lark: a GPU allocation that failed, in bytes.
+"""Transformer for grammars/cuda_oom.lark: an accelerator's allocation that failed, in bytes.
+
+One kind for every device: torch's CUDA allocator, its hipified ROCm build, torch_npu's
+and the XPU's copies of it, and MPS; the draft's `device` says which.
 
 Every clause rule returns the fields it read, merged with those of the clause nested in
 it (the grammar nests the clauses so that a message cut anywhere still parses). `message`
@@ -11,11 +14,13 @@ from typing import Any
 
 import lark
 
-from oomlens.events import to_bytes
+from oomlens.events import sized, to_bytes
 
 CONTRACT = ("gpu", "requested_bytes", "total_bytes", "free_bytes", "allocated_bytes", "reserved_bytes", "process_bytes")
 ALWAYS = (*CONTRACT, "torch_variant", "allocator")  # present in every draft, null when unknown
 ONE_EXABYTE = 1 << 60  # the caching allocator refuses any request of this size or more
+# the word before "out of memory" / "error: out of memory" -> the device (data/devices.toml)
+DEVICES = {"CUDA": "cuda", "HIP": "rocm", "NPU": "npu", "XPU": "xpu", "MPS": "mps"}
 
 
 def _merge(*parts: dict[str, Any] | None) -> dict[str, Any]:
@@ -48,13 +53,15 @@ class Transformer(lark.Transformer):
             fields["reserved_bytes"] = allocated + unallocated
         if unallocated is None and allocated is not None and reserved is not None:
             fields["reserved_unallocated_bytes"] = reserved - allocated
-        return {"kind": "cuda_oom", "memory": "gpu", "gpu": fields["gpu"], "fields": fields}
+        device = fields.pop("device", "cuda")  # what prints no device word is CUDA's (NCCL, cuBLAS, cumem, ...)
+        return {"kind": "cuda_oom", "memory": "gpu", "device": device, "gpu": fields["gpu"], "fields": fields}
 
     # -- the caching allocator ------------------------------------------------------------
 
     def caching(self, items):
-        _ellipsis, *detail = items  # the detail is absent when the message was cut after its first sentence
-        return _merge({"allocator": "caching", "torch_variant": None}, detail[0] if detail else None)
+        _ellipsis, word, *detail = items  # the detail is absent when the message was cut after its first sentence
+        device = DEVICES.get(str(word).split(" ", 1)[0])  # "Out of memory." names none
+        return _merge({"allocator": "caching", "torch_variant": None, "device": device}, detail[0] if detail else None)
 
     def exabyte(self, items):
         return {"torch_variant": "1EB", "requested_min_bytes": ONE_EXABYTE}
@@ -85,6 +92,9 @@ class Transformer(lark.Transformer):
 
     def p1_cached(self, items):
         return {"reserved_unallocated_bytes": items[0]}
+
+    def p1_active(self, items):
+        return _merge({"active_bytes": items[0]}, items[1])
 
     def allowed(self, items):
         return {"allowed_bytes": items[0]}
@@ -120,6 +130,33 @@ class Transformer(lark.Transformer):
     def private_pool(self, items):
         return {"private_pool_bytes": items[0]}
 
+    # -- torch_npu's workspace allocator, its failed first op, and MPS -------------------
+
+    def workspace(self, items):
+        requested, gpu, total, free = items  # a message cut short loses its sizes from the end
+        return {
+            "torch_variant": "npu_workspace",
+            "allocator": "workspace",
+            "requested_bytes": requested,
+            "gpu": int(gpu),
+            "total_bytes": total,
+            "free_bytes": free,
+        }
+
+    def device_id(self, items):
+        return {"torch_variant": "npu_device_id", "gpu": int(items[0])}
+
+    def mps(self, items):
+        """MPS refuses what would pass its high watermark ("max allowed"): that limit is the
+        total it can use, and what it and others hold leaves the rest free under it."""
+        allocated, other, allowed, request = items
+        free = sized(max(allowed - allocated - other, 0)) if None not in (allocated, other, allowed) else None
+        head = {"torch_variant": "mps", "allocator": "mps", "device": "mps", "allocated_bytes": allocated, "other_bytes": other}
+        return _merge(head, {"allowed_bytes": allowed, "total_bytes": allowed, "free_bytes": free}, request)
+
+    def mps_request(self, items):
+        return {"requested_bytes": items[0], "pool": str(items[1])}
+
     # -- the cudaMallocAsync backend ------------------------------------------------------
 
     def async_limit(self, items):
@@ -145,7 +182,7 @@ class Transformer(lark.Transformer):
     # -- outside the caching allocator ----------------------------------------------------
 
     def cuda_error(self, items):
-        return {"torch_variant": "cuda_error"}
+        return {"torch_variant": "cuda_error", "device": DEVICES[str(items[0]).split(" ", 1)[0]]}
 
     def cuda_runtime_error(self, items):
         _code, where = items  # cudaErrorMemoryAllocation, (2) in every release that prints it
