@@ -486,8 +486,9 @@ def _explain_summary(incident: Incident, context: Context, kind: Kind) -> None:
 
 
 def _explain_gpu(incident: Incident, context: Context, kind: Kind) -> None:
-    """A GPU failure surfaced in the process that allocated: its own actor, else the phase
-    its traceback names, else the kind's usual component (vLLM's start-up: rollout)."""
+    """A GPU failure (or a host allocation that failed in the process: `in_process`) surfaced
+    in the process that allocated: its own actor, else the phase its traceback names, else
+    the kind's usual component (vLLM's start-up: rollout)."""
     root = incident.root
     component, where = phase_of(context.around(root))
     incident.component = root.component or component or kind.component
@@ -546,6 +547,7 @@ EXPLAINERS: dict[str, Callable[[Incident, Context, Kind], None]] = {
     "ray_kill": _explain_ray_kill,
     "ray_summary": _explain_summary,
     "gpu": _explain_gpu,
+    "in_process": _explain_gpu,  # any allocation that failed in the process that made it (host_alloc_failure)
     "kernel": _explain_kernel,
     "death": _explain_death,
     "timeout": _explain_timeout,

@@ -15,6 +15,7 @@ from typing import Any
 import lark
 
 from oomlens.events import sized, to_bytes
+from oomlens.families import host_alloc
 
 CONTRACT = ("gpu", "requested_bytes", "total_bytes", "free_bytes", "allocated_bytes", "reserved_bytes", "process_bytes")
 ALWAYS = (*CONTRACT, "torch_variant", "allocator")  # present in every draft, null when unknown
@@ -35,6 +36,14 @@ def _merge(*parts: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def pinned(fields: dict[str, Any]) -> dict[str, Any]:
+    """A host_alloc_failure draft for a CUDA error raised by torch's host (pinned-memory)
+    allocator: THCCachingHostAllocator's cudaHostAlloc asks the host for page-locked memory."""
+    found = dict.fromkeys(host_alloc.ALWAYS) | {"allocator": "pinned", "what": host_alloc.WHAT["pinned"]}
+    found |= {k: fields.get(k) for k in ("exception", "where", "torch_variant")}
+    return {"kind": "host_alloc_failure", "memory": "host", "fields": found}
+
+
 class Transformer(lark.Transformer):
     def start(self, items):
         return [items[0]]
@@ -53,6 +62,8 @@ class Transformer(lark.Transformer):
             fields["reserved_bytes"] = allocated + unallocated
         if unallocated is None and allocated is not None and reserved is not None:
             fields["reserved_unallocated_bytes"] = reserved - allocated
+        if "HostAllocator" in (fields.get("where") or ""):  # cudaHostAlloc failed: pinned host memory ran out
+            return pinned(fields)
         device = fields.pop("device", "cuda")  # what prints no device word is CUDA's (NCCL, cuBLAS, cumem, ...)
         return {"kind": "cuda_oom", "memory": "gpu", "device": device, "gpu": fields["gpu"], "fields": fields}
 
