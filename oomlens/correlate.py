@@ -393,7 +393,7 @@ def explain(incident: Incident, context: Context, kinds: Kinds) -> None:
     kind = kinds[root.kind]
     incident.memory = root.memory or kind.memory  # vLLM's CPU backend: its KV cache is host memory
     incident.evidence.append(f"root: {root.kind} at {root.time or '?'} ({_where(root)})")
-    if kind.evidence and (told := render(kind.evidence, {**root.fields, **device_values(root.device, root.gpu)})):
+    if kind.evidence and (told := render(kind.evidence, {**root.fields, **device_values(root.device, root.gpu, root.memory)})):
         incident.evidence.append(told)
     if kind.explain not in EXPLAINERS:
         raise ValueError(f"kind {root.kind!r}: explain {kind.explain!r} is none of {', '.join(EXPLAINERS)}")

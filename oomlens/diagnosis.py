@@ -234,5 +234,5 @@ def summary(incident: Incident, kinds: Kinds) -> str:
     told: dict[str, Any] = {"pid": root.pid, "actor": root.actor, "rank": root.rank, "gpu": root.gpu, "node": root.node, "method": root.method}
     told.update((k, v) for k, v in root.fields.items() if k not in told or v is not None)
     told.update(at=at, on_node=f" on node {root.node}" if root.node else "", fields=root.fields)
-    told.update(device_values(root.device, root.gpu))
+    told.update(device_values(root.device, root.gpu, root.memory))
     return render(kinds[root.kind].summary, told)

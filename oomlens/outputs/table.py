@@ -37,7 +37,7 @@ def summary(event: Event, kinds: Kinds) -> str:
     told: dict[str, Any] = {"pid": event.pid, "gpu": event.gpu, "rank": event.rank, "node": event.node}
     told.update((k, v) for k, v in event.fields.items() if k not in told or v is not None)
     told["fields"] = event.fields
-    told.update(device_values(event.device, event.gpu))
+    told.update(device_values(event.device, event.gpu, event.memory))
     entry = kinds.get(event.kind)
     return write(entry.details, told).strip() if entry is not None else ""
 
