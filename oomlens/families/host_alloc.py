@@ -9,7 +9,7 @@ from typing import Any
 
 import lark
 
-from oomlens.events import to_bytes
+from oomlens.events import WRAPPED, to_bytes
 
 ALWAYS = ("allocator", "exception", "message", "requested_bytes", "errno", "error", "where")
 # what failed, as the kind's sentence tells it ({what} in data/kinds.toml)
@@ -64,7 +64,9 @@ class Transformer(lark.Transformer):
     def ray_task(self, items):
         _wrapper, task, pid = items
         actor, _, method = str(task).rpartition(".")
-        found = {"allocator": "python", "exception": "MemoryError", "method": method, "actor": actor or None}
+        # the caller's view: the failure's own report in the same file (its MemoryError or numpy
+        # line below the header) takes it as one more source (events._fold_wrapped)
+        found = {"allocator": "python", "exception": "MemoryError", "method": method, "actor": actor or None, "reason": WRAPPED}
         return found | ({"pid": int(pid)} if pid is not None else {})
 
     def bad_alloc(self, items):
