@@ -112,8 +112,8 @@ def _holds(rule: dict[str, Any], facts: dict[str, Any]) -> bool:
         given = facts.get(key)
         if not (set(given) & set(wanted) if isinstance(given, tuple) else given in wanted):
             return False
-    if rule.get("named") and rule["setting"] not in facts.get("named", ()):
-        return False  # a remedy the failure's own message asks for, only when it does
+    if "named" in rule and rule["setting"] not in facts["named"].get(rule["named"], ()):
+        return False  # a remedy the failure's own message asks for, only when it does, and the way it does
     return True
 
 
@@ -139,7 +139,7 @@ def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Cl
         "memory": incident.memory,
         "root_kind": incident.root.kind,
         "device": incident.root.device,
-        "named": tuple(v for k in ("raise_setting", "lower_setting") if (v := incident.root.fields.get(k))),
+        "named": {way: str(incident.root.fields.get(f"{way}_setting") or "").split(", ") for way in ("raise", "lower")},
         "trend": incident.trend,
         "style": flag_style(clues),
     }

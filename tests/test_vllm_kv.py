@@ -85,3 +85,30 @@ def test_every_remedy_template_is_well_formed():
     for rule in rules:
         for key in ("value", "why"):
             compile_template(rule[key])  # raises on an unbalanced bracket or an unknown spec
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    node=st.integers(0, 7),
+    free=st.integers(1, 99_999),
+    total=st.integers(1, 99_999),
+    kv=st.integers(1, 99_999),
+    explicit=st.booleans(),
+    head=st.sampled_from(HEADS),
+)
+def test_the_v1_cpu_worker_s_errors_are_host_memory_and_say_what_to_lower(node, free, total, kv, explicit, head):
+    a, t, k = (f"{n / 100:.2f}" for n in (free, total, kv))
+    tail = (
+        f"({k} GiB). Decrease --kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, or reduce CPU memory used by other processes."
+        if explicit
+        else f"({k}/{t} GiB). Reduce CPU memory used by other processes."
+    )
+    event, remedies = _remedies(
+        f"{head}ValueError: Available memory on node {node} ({a}/{t} GiB) on kv cache allocation is less than requested memory for kv {tail}"
+    )
+    assert (event.memory, event.fields["backend"], event.fields["numa_node"]) == ("host", "cpu", node)
+    assert (event.fields["free_bytes"], event.fields["total_bytes"], event.fields["needed_bytes"]) == (to_bytes(a), to_bytes(t), to_bytes(k))
+    if explicit:
+        assert remedies["VLLM_CPU_KVCACHE_SPACE"]["value"] == "lower" and remedies["kv_cache_memory_bytes"]["value"] == f"at most {to_bytes(a)}"
+    else:
+        assert not {"VLLM_CPU_KVCACHE_SPACE", "kv_cache_memory_bytes", "gpu_memory_utilization"} & set(remedies)
