@@ -104,7 +104,9 @@ def test_an_npu_oom_is_named_an_npu_oom_in_every_output():
     assert verdict["summary"].startswith("NPU memory OOM on NPU 1") and "CUDA" not in verdict["summary"]
     from oomlens.outputs import markdown, table, verdict as told
 
-    for text in (told.render(diagnosis), markdown.render(diagnosis), table.render(diagnosis, width=120)):
+    from oomlens.outputs import html
+
+    for text in (told.render(diagnosis), markdown.render(diagnosis), table.render(diagnosis, width=120), html.render(diagnosis, plotly="cdn")):
         assert "NPU" in text and "CUDA OOM" not in text and "CUDA out of memory" not in text
     assert "Incident i1: NPU OOM" in markdown.render(diagnosis)
     assert [e["device"] for e in diagnosis.to_dict()["events"] if e["kind"] == "cuda_oom"] == ["npu", "npu"]
@@ -117,3 +119,13 @@ def test_a_cuda_oom_keeps_its_words():
     assert event.device == "cuda"
     kinds = oomlens.kinds.shipped()
     assert kinds.label(event.kind, event.device) == "CUDA OOM" and kinds.label(event.kind, "npu") == "NPU OOM"
+
+
+def test_a_kind_s_labels_name_known_devices_only():
+    import pytest
+
+    from oomlens.kinds import kind_of
+
+    assert dict(kind_of("x", {"label": "X", "role": "memory", "labels": {"npu": "NPU X"}}).labels) == {"npu": "NPU X"}
+    with pytest.raises(ValueError, match="unknown device"):
+        kind_of("x", {"label": "X", "role": "memory", "labels": {"tpu": "TPU X"}})
