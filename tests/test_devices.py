@@ -102,9 +102,7 @@ def test_an_npu_oom_is_named_an_npu_oom_in_every_output():
     verdict = diagnosis.verdict
     assert (verdict["root_kind"], verdict["device"], verdict["memory"], verdict["component"]) == ("cuda_oom", "npu", "gpu", "actor_train")
     assert verdict["summary"].startswith("NPU memory OOM on NPU 1") and "CUDA" not in verdict["summary"]
-    from oomlens.outputs import markdown, table, verdict as told
-
-    from oomlens.outputs import html
+    from oomlens.outputs import html, markdown, table, verdict as told
 
     for text in (told.render(diagnosis), markdown.render(diagnosis), table.render(diagnosis, width=120), html.render(diagnosis, plotly="cdn")):
         assert "NPU" in text and "CUDA OOM" not in text and "CUDA out of memory" not in text
