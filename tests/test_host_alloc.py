@@ -71,6 +71,7 @@ LOOK_ALIKES = [
     "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
     "BlockingIOError: [Errno 11] Resource temporarily unavailable",
     "if 'DefaultCPUAllocator' in str(e): retry()",
+    "WARNING caught MemoryError: retrying with a smaller batch",
 ]
 
 
