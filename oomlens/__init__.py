@@ -89,10 +89,11 @@ def schema() -> dict[str, Any]:
     import json
     from importlib.resources import files
 
-    from .kinds import shipped
+    from .kinds import devices, shipped
 
     contract = json.loads(files(__name__).joinpath("schema", "oomlens-v1.schema.json").read_text(encoding="utf-8"))
     contract["$defs"]["kind"]["examples"] = list(shipped())  # the open vocabulary's kinds of this release
+    contract["$defs"]["device"]["examples"] = [name for name in devices() if name != "unknown"]
     return contract
 
 

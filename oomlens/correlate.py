@@ -18,7 +18,7 @@ from typing import Any
 
 from .data import load
 from .events import CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event
-from .kinds import Kind, Kinds
+from .kinds import Kind, Kinds, device_values
 from .text import gib, render
 from .timeline import Trends, epoch
 
@@ -391,9 +391,9 @@ def explain(incident: Incident, context: Context, kinds: Kinds) -> None:
     names how it is explained (`explain` in data/kinds.toml)."""
     root = incident.root
     kind = kinds[root.kind]
-    incident.memory = kind.memory
+    incident.memory = root.memory or kind.memory  # vLLM's CPU backend: its KV cache is host memory
     incident.evidence.append(f"root: {root.kind} at {root.time or '?'} ({_where(root)})")
-    if kind.evidence and (told := render(kind.evidence, root.fields)):
+    if kind.evidence and (told := render(kind.evidence, {**root.fields, **device_values(root.device, root.gpu, root.memory)})):
         incident.evidence.append(told)
     if kind.explain not in EXPLAINERS:
         raise ValueError(f"kind {root.kind!r}: explain {kind.explain!r} is none of {', '.join(EXPLAINERS)}")
@@ -486,8 +486,9 @@ def _explain_summary(incident: Incident, context: Context, kind: Kind) -> None:
 
 
 def _explain_gpu(incident: Incident, context: Context, kind: Kind) -> None:
-    """A GPU failure surfaced in the process that allocated: its own actor, else the phase
-    its traceback names, else the kind's usual component (vLLM's start-up: rollout)."""
+    """A GPU failure (or a host allocation that failed in the process: `in_process`) surfaced
+    in the process that allocated: its own actor, else the phase its traceback names, else
+    the kind's usual component (vLLM's start-up: rollout)."""
     root = incident.root
     component, where = phase_of(context.around(root))
     incident.component = root.component or component or kind.component
@@ -546,6 +547,7 @@ EXPLAINERS: dict[str, Callable[[Incident, Context, Kind], None]] = {
     "ray_kill": _explain_ray_kill,
     "ray_summary": _explain_summary,
     "gpu": _explain_gpu,
+    "in_process": _explain_gpu,  # any allocation that failed in the process that made it (host_alloc_failure)
     "kernel": _explain_kernel,
     "death": _explain_death,
     "timeout": _explain_timeout,

@@ -14,7 +14,7 @@ from . import collector
 from .clock import ClockNote, settle
 from .correlate import Incident, component_of, correlate
 from .events import Clue, Event, copy_of, number
-from .kinds import Kinds, shipped
+from .kinds import Kinds, device_values, shipped
 from .remedies import detect_frameworks, detect_versions, evidence_text, remedies_for
 from .sources import Input
 from .text import render
@@ -194,6 +194,7 @@ def verdict(incidents: list[Incident], clues: list[Clue], diagnosis: Diagnosis) 
     return {
         "component": chosen.component,
         "memory": memory,
+        "device": chosen.root.device if memory == "gpu" else None,
         "root_kind": chosen.root.kind,
         "confidence": chosen.confidence,
         "incident": chosen.id,
@@ -233,4 +234,5 @@ def summary(incident: Incident, kinds: Kinds) -> str:
     told: dict[str, Any] = {"pid": root.pid, "actor": root.actor, "rank": root.rank, "gpu": root.gpu, "node": root.node, "method": root.method}
     told.update((k, v) for k, v in root.fields.items() if k not in told or v is not None)
     told.update(at=at, on_node=f" on node {root.node}" if root.node else "", fields=root.fields)
+    told.update(device_values(root.device, root.gpu, root.memory))
     return render(kinds[root.kind].summary, told)

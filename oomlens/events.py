@@ -101,14 +101,15 @@ class Event:
     time_printed: str | None = None  # the time as the log printed it, where the clock corrected it
     copies: list[tuple[str, str]] = field(default_factory=list)  # (path, own time) of each report folded into it
     stamp_nodes: tuple[str | None, str | None] | None = None  # nodes whose lines lent time and time_latest, in a file of many nodes
+    device: str | None = None  # the accelerator whose memory it is about (data/devices.toml: cuda, rocm, npu, xpu, mps)
 
     def __post_init__(self) -> None:
         if not self.sources:
             self.sources = [self.source]
 
     def to_dict(self) -> dict[str, Any]:
-        """The contract-v1 object (plus `sources`, `time_inferred`, `time_latest` and
-        `time_printed`, all additive)."""
+        """The contract-v1 object (plus `sources`, `time_inferred`, `time_latest`,
+        `time_printed` and `device`, all additive)."""
         source = self.source.to_dict()
         return {
             "id": self.id,
@@ -127,6 +128,7 @@ class Event:
             "gpu": self.gpu,
             "component": self.component,
             "memory": self.memory,
+            "device": self.device,
             "fields": self.fields,
             "text": self.text,
         }
@@ -187,6 +189,7 @@ def to_rows(found: list[Event | Clue]) -> list[tuple]:
                 x.time_printed,
                 x.copies,
                 x.stamp_nodes,
+                x.device,
             )
         )
     return rows
@@ -562,7 +565,7 @@ def _absorb(kept: Event, new: Event, places: _Places | None = None) -> None:
     for name, value in new.fields.items():
         if kept.fields.get(name) is None and value is not None:
             kept.fields[name] = value
-    for attr in ("time", "node", "pid", "actor", "method", "rank", "gpu", "memory"):
+    for attr in ("time", "node", "pid", "actor", "method", "rank", "gpu", "memory", "device"):
         if getattr(kept, attr) is None and getattr(new, attr) is not None:
             setattr(kept, attr, getattr(new, attr))
     if _time_rank(new) > _time_rank(kept):

@@ -28,6 +28,7 @@ class Kind:
     name: str
     label: str
     role: str
+    labels: tuple[tuple[str, str], ...] = ()  # (device, label) where the device changes the name
     memory: str | None = None
     cascade_s: float = 600.0
     identity: tuple[str, ...] | None = None
@@ -69,6 +70,11 @@ def kind_of(name: str, entry: Mapping[str, Any]) -> Kind:
     for key in ("identity", "numberless", "marker"):
         if values.get(key) is not None:
             values[key] = tuple(values[key])
+    if "labels" in values:
+        unknown_devices = set(values["labels"]) - set(devices())
+        if unknown_devices:
+            raise ValueError(f"kind {name!r}: labels for unknown device(s) {', '.join(sorted(unknown_devices))}")
+        values["labels"] = tuple(values["labels"].items())
     if "also_identity" in values:
         values["also_identity"] = tuple(tuple(names) for names in values["also_identity"])
     kind = Kind(name=name, **values)
@@ -118,15 +124,46 @@ class Kinds(Mapping[str, Kind]):
     def order(self, name: str) -> int:
         return self.names.index(name)
 
-    def label(self, name: str) -> str:
+    def label(self, name: str, device: str | None = None) -> str:
+        """How a person calls the kind; of a device, as its entry's `labels` name it there
+        (an NPU's allocator failure is no "CUDA OOM")."""
         entry = self._by_name.get(name)
-        return entry.label if entry is not None else name
+        if entry is None:
+            return name
+        return dict(entry.labels).get(device, entry.label) if device is not None else entry.label
+
+    def label_across(self, name: str, devices: Iterable[str | None]) -> str:
+        """One label for the kind's events on these devices (a legend, a filter's option)."""
+        labels = dict.fromkeys(self.label(name, d) for d in devices)
+        return " / ".join(labels) or self.label(name)
+
+    def tag(self, name: str, device: str | None) -> str:
+        """The kind's name, with the device beside it where the device changes its label."""
+        return f"{name} ({device})" if device is not None and self.label(name, device) != self.label(name) else name
 
     def extend(self, *entries: Kind) -> Kinds:
         """These kinds and `entries` (an entry of a known name replaces it in place)."""
         merged = dict(self._by_name)
         merged.update((k.name, k) for k in entries)
         return Kinds(merged.values())
+
+
+@functools.cache
+def devices() -> dict[str, dict[str, str]]:
+    """The accelerators an event's `device` names (data/devices.toml), and how each is told."""
+    return load("devices.toml")
+
+
+def device_values(device: str | None, gpu: int | None, memory: str | None = None) -> dict[str, str]:
+    """What a template may write of an event's device: `device_name`, `device_unit`,
+    `device_memory` (data/devices.toml; "unknown" when the event names none), `on_device`
+    (" on NPU 3", or the unit alone when no index was printed) and `memory_name`: the
+    memory that ran out as a person calls it ("host memory", else the device's)."""
+    table = devices()
+    words = table.get(device or "unknown", table["unknown"])
+    on = f" on {words['unit']}" + (f" {gpu}" if gpu is not None else "")
+    named = "host memory" if memory == "host" else words["memory"]
+    return {"device_name": words["name"], "device_unit": words["unit"], "device_memory": words["memory"], "on_device": on, "memory_name": named}
 
 
 @functools.cache

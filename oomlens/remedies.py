@@ -10,6 +10,7 @@ from .correlate import Incident
 from .data import load
 from .events import Clue, Event
 from .shapes import zeroed
+from .text import render
 
 SLEEP_MODE = re.compile(r"Sleep mode freed|CuMemAllocator|wake_up|enable_sleep|free_cache_engine")
 
@@ -104,13 +105,15 @@ def current_settings(clues: list[Clue]) -> dict[str, Any]:
 
 
 def _holds(rule: dict[str, Any], facts: dict[str, Any]) -> bool:
-    for key in ("framework", "component", "memory", "root_kind", "trend", "style"):
+    for key in ("framework", "component", "memory", "root_kind", "trend", "style", "device"):
         if key not in rule:
             continue
         wanted = rule[key] if isinstance(rule[key], list) else [rule[key]]
         given = facts.get(key)
         if not (set(given) & set(wanted) if isinstance(given, tuple) else given in wanted):
             return False
+    if "named" in rule and rule["setting"] not in facts["named"].get(rule["named"], ()):
+        return False  # a remedy the failure's own message asks for, only when it does, and the way it does
     return True
 
 
@@ -135,6 +138,8 @@ def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Cl
         "component": incident.component,
         "memory": incident.memory,
         "root_kind": incident.root.kind,
+        "device": incident.root.device,
+        "named": {way: str(incident.root.fields.get(f"{way}_setting") or "").split(", ") for way in ("raise", "lower")},
         "trend": incident.trend,
         "style": flag_style(clues),
     }
@@ -154,7 +159,8 @@ def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Cl
         if current is not None and _same(current, rule["value"]):
             continue  # the run already has it
         seen.add(rule["setting"])
-        remedy = {"framework": rule.get("framework", "any"), "setting": rule["setting"], "value": rule["value"], "why": rule["why"]}
+        value, why = (render(rule[k], incident.root.fields) if "{" in rule[k] else rule[k] for k in ("value", "why"))  # the numbers of the failure's message
+        remedy = {"framework": rule.get("framework", "any"), "setting": rule["setting"], "value": value, "why": why}
         if current is not None:
             remedy["current"] = current
         chosen.append(remedy)

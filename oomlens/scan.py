@@ -538,6 +538,7 @@ class Scanner:
             gpu=gpu,
             memory=draft.get("memory"),
             fields=fields,
+            device=draft.get("device"),
         )
 
     # -- context around a hit -------------------------------------------------------------

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 from .events import Event
-from .kinds import Kinds
+from .kinds import Kinds, shipped
 from .text import gib
 
 GROWTH_STEPS = 3  # a rise must hold over at least this many samples
@@ -186,8 +186,9 @@ def _ray_kill(event: Event, out: list[Reading]) -> None:
 def _cuda_oom(event: Event, out: list[Reading]) -> None:
     f = event.fields
     used = f["total_bytes"] - f["free_bytes"] if f.get("total_bytes") is not None and f.get("free_bytes") is not None else None
-    _add(out, event, "gpu", "used", used, total_bytes=f.get("total_bytes"), label="CUDA OOM")
-    _add(out, event, "gpu", "allocated", f.get("allocated_bytes"), total_bytes=f.get("total_bytes"), label="CUDA OOM")
+    label = shipped().label(event.kind, event.device)  # "NPU OOM" on an NPU
+    _add(out, event, "gpu", "used", used, total_bytes=f.get("total_bytes"), label=label)
+    _add(out, event, "gpu", "allocated", f.get("allocated_bytes"), total_bytes=f.get("total_bytes"), label=label)
 
 
 def _kernel_oom(event: Event, out: list[Reading]) -> None:

@@ -129,7 +129,11 @@ def test_failures_are_marked_on_the_timeline(rendered):
     timeline = figures_of(page)["timeline"]
     by_time = timeline["layout"]["xaxis"].get("type") == "date"
     placed = [e for e in failures(diagnosis) if e.time or e.time_latest or not by_time]
-    expected = {shipped().label(kind): sorted(e.id for e in placed if e.kind == kind) for kind in {e.kind for e in placed}}
+    # a kind's legend names the devices its events are on (an NPU's allocator failure: "NPU OOM")
+    expected = {
+        shipped().label_across(kind, (e.device for e in placed if e.kind == kind)): sorted(e.id for e in placed if e.kind == kind)
+        for kind in {e.kind for e in placed}
+    }
     assert {t["name"]: sorted(t["customdata"]) for t in event_traces(timeline)} == expected, name
     roots = [i.root for i in diagnosis.incidents if i.root.time or i.root.time_latest or not by_time]
     assert len(timeline["layout"].get("shapes", [])) == len(roots)

@@ -1,4 +1,7 @@
-"""Transformer for grammars/cuda_oom.lark: a GPU allocation that failed, in bytes.
+"""Transformer for grammars/cuda_oom.lark: an accelerator's allocation that failed, in bytes.
+
+One kind for every device: torch's CUDA allocator, its hipified ROCm build, torch_npu's
+and the XPU's copies of it, and MPS; the draft's `device` says which.
 
 Every clause rule returns the fields it read, merged with those of the clause nested in
 it (the grammar nests the clauses so that a message cut anywhere still parses). `message`
@@ -11,11 +14,14 @@ from typing import Any
 
 import lark
 
-from oomlens.events import to_bytes
+from oomlens.events import sized, to_bytes
+from oomlens.families import host_alloc
 
 CONTRACT = ("gpu", "requested_bytes", "total_bytes", "free_bytes", "allocated_bytes", "reserved_bytes", "process_bytes")
 ALWAYS = (*CONTRACT, "torch_variant", "allocator")  # present in every draft, null when unknown
 ONE_EXABYTE = 1 << 60  # the caching allocator refuses any request of this size or more
+# the word before "out of memory" / "error: out of memory" -> the device (data/devices.toml)
+DEVICES = {"CUDA": "cuda", "HIP": "rocm", "NPU": "npu", "XPU": "xpu", "MPS": "mps"}
 
 
 def _merge(*parts: dict[str, Any] | None) -> dict[str, Any]:
@@ -28,6 +34,14 @@ def _merge(*parts: dict[str, Any] | None) -> dict[str, Any]:
             else:
                 out[key] = value
     return out
+
+
+def pinned(fields: dict[str, Any]) -> dict[str, Any]:
+    """A host_alloc_failure draft for a CUDA error raised by torch's host (pinned-memory)
+    allocator: THCCachingHostAllocator's cudaHostAlloc asks the host for page-locked memory."""
+    found = dict.fromkeys(host_alloc.ALWAYS) | {"allocator": "pinned", "what": host_alloc.WHAT["pinned"]}
+    found |= {k: fields.get(k) for k in ("exception", "where", "torch_variant")}
+    return {"kind": "host_alloc_failure", "memory": "host", "fields": found}
 
 
 class Transformer(lark.Transformer):
@@ -48,13 +62,17 @@ class Transformer(lark.Transformer):
             fields["reserved_bytes"] = allocated + unallocated
         if unallocated is None and allocated is not None and reserved is not None:
             fields["reserved_unallocated_bytes"] = reserved - allocated
-        return {"kind": "cuda_oom", "memory": "gpu", "gpu": fields["gpu"], "fields": fields}
+        if "HostAllocator" in (fields.get("where") or ""):  # cudaHostAlloc failed: pinned host memory ran out
+            return pinned(fields)
+        device = fields.pop("device", "cuda")  # what prints no device word is CUDA's (NCCL, cuBLAS, cumem, ...)
+        return {"kind": "cuda_oom", "memory": "gpu", "device": device, "gpu": fields["gpu"], "fields": fields}
 
     # -- the caching allocator ------------------------------------------------------------
 
     def caching(self, items):
-        _ellipsis, *detail = items  # the detail is absent when the message was cut after its first sentence
-        return _merge({"allocator": "caching", "torch_variant": None}, detail[0] if detail else None)
+        _ellipsis, word, *detail = items  # the detail is absent when the message was cut after its first sentence
+        device = DEVICES.get(str(word).split(" ", 1)[0])  # "Out of memory." names none
+        return _merge({"allocator": "caching", "torch_variant": None, "device": device}, detail[0] if detail else None)
 
     def exabyte(self, items):
         return {"torch_variant": "1EB", "requested_min_bytes": ONE_EXABYTE}
@@ -85,6 +103,9 @@ class Transformer(lark.Transformer):
 
     def p1_cached(self, items):
         return {"reserved_unallocated_bytes": items[0]}
+
+    def p1_active(self, items):
+        return _merge({"active_bytes": items[0]}, items[1])
 
     def allowed(self, items):
         return {"allowed_bytes": items[0]}
@@ -120,6 +141,33 @@ class Transformer(lark.Transformer):
     def private_pool(self, items):
         return {"private_pool_bytes": items[0]}
 
+    # -- torch_npu's workspace allocator, its failed first op, and MPS -------------------
+
+    def workspace(self, items):
+        requested, gpu, total, free = items  # a message cut short loses its sizes from the end
+        return {
+            "torch_variant": "npu_workspace",
+            "allocator": "workspace",
+            "requested_bytes": requested,
+            "gpu": int(gpu),
+            "total_bytes": total,
+            "free_bytes": free,
+        }
+
+    def device_id(self, items):
+        return {"torch_variant": "npu_device_id", "gpu": int(items[0])}
+
+    def mps(self, items):
+        """MPS refuses what would pass its high watermark ("max allowed"): that limit is the
+        total it can use, and what it and others hold leaves the rest free under it."""
+        allocated, other, allowed, request = items
+        free = sized(max(allowed - allocated - other, 0)) if None not in (allocated, other, allowed) else None
+        head = {"torch_variant": "mps", "allocator": "mps", "device": "mps", "allocated_bytes": allocated, "other_bytes": other}
+        return _merge(head, {"allowed_bytes": allowed, "total_bytes": allowed, "free_bytes": free}, request)
+
+    def mps_request(self, items):
+        return {"requested_bytes": items[0], "pool": str(items[1])}
+
     # -- the cudaMallocAsync backend ------------------------------------------------------
 
     def async_limit(self, items):
@@ -145,7 +193,7 @@ class Transformer(lark.Transformer):
     # -- outside the caching allocator ----------------------------------------------------
 
     def cuda_error(self, items):
-        return {"torch_variant": "cuda_error"}
+        return {"torch_variant": "cuda_error", "device": DEVICES[str(items[0]).split(" ", 1)[0]]}
 
     def cuda_runtime_error(self, items):
         _code, where = items  # cudaErrorMemoryAllocation, (2) in every release that prints it

@@ -24,7 +24,11 @@ ALWAYS = (
     "total_bytes",
     "gpu_memory_utilization",
     "requested_bytes",
+    "raise_setting",
+    "lower_setting",
 )
+# a setting whose KV cache is host memory: vLLM's CPU backend
+HOST_SETTINGS = ("VLLM_CPU_KVCACHE_SPACE",)
 
 
 def _merge(*parts: dict[str, Any] | None) -> dict[str, Any]:
@@ -32,6 +36,15 @@ def _merge(*parts: dict[str, Any] | None) -> dict[str, Any]:
     for part in parts:
         out.update(part or {})
     return out
+
+
+def _name(token: Any) -> str | None:
+    """A setting as the message names it, as its name in vLLM's config: `--kv-cache-memory-bytes`
+    is kv_cache_memory_bytes; an environment variable keeps its name."""
+    if token is None:
+        return None
+    name = str(token).strip("`")
+    return name.removeprefix("--").replace("-", "_") if name.startswith("--") else name
 
 
 class Transformer(lark.Transformer):
@@ -42,17 +55,23 @@ class Transformer(lark.Transformer):
         fields = dict.fromkeys(ALWAYS) | items[0]
         device = fields.get("device")
         gpu = int(device.rsplit(":", 1)[1]) if device else None
-        return {"kind": "vllm_memory_error", "memory": "gpu", "gpu": gpu, "fields": fields}
+        if fields.get("backend") == "cpu" or fields["raise_setting"] in HOST_SETTINGS:  # the CPU backend: its KV cache is the host's memory
+            return {"kind": "vllm_memory_error", "memory": "host", "fields": fields | {"backend": "cpu"}}
+        draft = {"kind": "vllm_memory_error", "memory": "gpu", "gpu": gpu, "fields": fields}
+        if device:  # "cuda:0", "npu:0", "xpu:0": torch's device type (a ROCm build says cuda too)
+            draft["device"] = device.split(":", 1)[0]
+        return draft
 
     def no_kv(self, items):
-        return {"error": "no_kv_cache_memory"}
+        return _merge({"error": "no_kv_cache_memory"}, items[0])
 
     def v0_seq_len(self, items):
         length, rest = items
         return _merge({"error": "max_seq_len_exceeds_kv_cache", "max_model_len": int(length)}, rest)
 
     def v0_kv(self, items):
-        return {"kv_cache_tokens": int(items[0])}
+        tokens, hint = items
+        return _merge({"kv_cache_tokens": int(tokens)}, hint)
 
     def v1_seq_len(self, items):
         length, rest = items
@@ -62,10 +81,33 @@ class Transformer(lark.Transformer):
         return _merge({"needed_bytes": items[0]}, items[1])
 
     def v1_available(self, items):
-        return _merge({"available_bytes": items[0]}, items[1])
+        available, estimate, hint = items
+        return _merge({"available_bytes": available}, estimate, hint)
 
     def estimate(self, items):
         return items[0]
+
+    def hint(self, items):
+        raised, _note, lowered = items if items else (None, None, None)
+        return {"raise_setting": _name(raised), "lower_setting": _name(lowered)}
+
+    def cpu_node(self, items):
+        node, available, total, unit, check = items
+        head = {"backend": "cpu", "numa_node": int(node), "free_bytes": to_bytes(available, unit), "total_bytes": to_bytes(total, unit)}
+        return _merge(head, check)
+
+    def cpu_startup(self, items):
+        fraction, requested, hint = items
+        return _merge({"error": "cpu_startup_memory", "gpu_memory_utilization": float(fraction), "requested_bytes": requested}, hint)
+
+    def cpu_kv(self, items):
+        kv, worker, unit, hint = items
+        found = {"error": "cpu_kv_cache_memory", "needed_bytes": to_bytes(kv, unit), "requested_bytes": to_bytes(worker, unit) if worker else None}
+        return _merge(found, hint)
+
+    def cpu_hint(self, items):
+        flags = [_name(flag) for flag in items if flag is not None]
+        return {"lower_setting": ", ".join(f for f in flags if f) or None}
 
     def estimated(self, items):
         return {"estimated_max_model_len": int(items[0])}

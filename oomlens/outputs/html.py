@@ -349,8 +349,8 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
             fig.add_trace(
                 go.Scatter(
                     x=_xs(places),
-                    y=[kinds.label(kind)] * len(of_kind),
-                    name=kinds.label(kind),
+                    y=[kinds.label_across(kind, (e.device for e in of_kind))] * len(of_kind),
+                    name=kinds.label_across(kind, (e.device for e in of_kind)),
                     legendgroup="events",
                     mode="markers",
                     marker={
@@ -380,7 +380,7 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
                 y=1.0,
                 yref="paper",
                 xref="x",
-                text=plain(f"{incident.id}: {kinds.label(incident.root.kind)}"),
+                text=plain(f"{incident.id}: {kinds.label(incident.root.kind, incident.root.device)}"),
                 showarrow=False,
                 yanchor="bottom",
                 font={"color": "#d62728", "size": 11},
@@ -512,7 +512,7 @@ def _sample_hover(s: Sample, event: Event | None, place: Place | None = None) ->
 
 
 def _event_hover(event: Event, kinds: Kinds) -> str:
-    head = f"{event.id} {kinds.label(event.kind)} · {_clock(event.time, event.time_inferred)} · {_source(event)}"
+    head = f"{event.id} {kinds.label(event.kind, event.device)} · {_clock(event.time, event.time_inferred)} · {_source(event)}"
     return f"<b>{plain(head)}</b><br>{plain(_short(event_summary(event, kinds), HOVER_WIDTH))}<br><br>{_hover_block(event.text)}"
 
 
@@ -634,7 +634,7 @@ def _verdict_html(diagnosis: Diagnosis) -> str:
     if others:
         parts.append(f'<section id="incidents"><h2>{len(others)} more incident(s)</h2>')
         for other in others:
-            title = f"{other.id}: {diagnosis.kinds.label(other.root.kind)} at {_clock(other.root.time)} — {other.component or 'unknown'} ({other.memory or 'memory not shown'}), confidence {other.confidence:.2f}"
+            title = f"{other.id}: {diagnosis.kinds.label(other.root.kind, other.root.device)} at {_clock(other.root.time)} — {other.component or 'unknown'} ({other.memory or 'memory not shown'}), confidence {other.confidence:.2f}"
             parts.append(
                 f"<details><summary>{esc(title)}</summary><ul>{''.join(f'<li>{esc(line)}</li>' for line in other.evidence)}</ul>"
                 + _remedies_html(diagnosis.remedies.get(other.id or "", []))
@@ -678,7 +678,7 @@ def _cascade_html(incident: Incident, kinds: Kinds) -> str:
     for event in incident.cascade[:MAX_CASCADE_LINES]:
         who = _who(event)
         text = (
-            f"{_clock(event.time, event.time_inferred)} — {kinds.label(event.kind)}"
+            f"{_clock(event.time, event.time_inferred)} — {kinds.label(event.kind, event.device)}"
             + (f" of {who}" if who else "")
             + (f" on node {event.node}" if event.node else "")
         )
@@ -711,7 +711,7 @@ def _events_html(diagnosis: Diagnosis) -> str:
     if not failures:
         return f'<section id="events"><h2>Events</h2><p>No failure events.</p>{note}</section>'
     shown = sorted({e.kind for e in failures}, key=diagnosis.kinds.order)
-    options = "".join(f'<option value="{k}">{esc(diagnosis.kinds.label(k))}</option>' for k in shown)
+    options = "".join(f'<option value="{k}">{esc(diagnosis.kinds.label_across(k, (e.device for e in failures if e.kind == k)))}</option>' for k in shown)
     bodies = []
     for n, e in enumerate(failures):
         sources = "".join(f"<li><code>{esc(s.path)}:{s.line}</code>" + (f"–{s.end_line}" if s.end_line != s.line else "") + "</li>" for s in e.sources)
@@ -719,7 +719,7 @@ def _events_html(diagnosis: Diagnosis) -> str:
         bodies.append(
             f'<tbody id="event-{esc(e.id)}" data-order="{n}" data-time="{esc(e.time or "")}" data-kind="{e.kind}" data-node="{esc(e.node or "")}">'
             f'<tr class="row" tabindex="0" aria-expanded="false"><td>{esc(e.id)}</td><td>{esc(_clock(e.time, e.time_inferred))}</td>'
-            f"<td>{esc(diagnosis.kinds.label(e.kind))}</td><td>{esc(e.node or '')}</td><td>{esc(_who(e))}</td><td>{esc(event_summary(e, diagnosis.kinds))}</td>"
+            f"<td>{esc(diagnosis.kinds.label(e.kind, e.device))}</td><td>{esc(e.node or '')}</td><td>{esc(_who(e))}</td><td>{esc(event_summary(e, diagnosis.kinds))}</td>"
             f'<td><code class="src">{esc(_source(e))}</code>{more}</td></tr>'
             f'<tr class="raw" hidden><td colspan="7"><div>Read from:</div><ul class="sources">{sources}</ul><pre>{esc(clean(e.text))}</pre></td></tr></tbody>'
         )

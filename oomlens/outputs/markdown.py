@@ -41,7 +41,11 @@ def render(diagnosis: Diagnosis, filters: Filters | None = None) -> str:
     if diagnosis.reduction_notes:
         out += [""] + [f"- {_cell(note)}" for note in diagnosis.reduction_notes]
     for incident in diagnosis.incidents:
-        out += ["", f"### Incident {incident.id}: {diagnosis.kinds.label(incident.root.kind)} ({incident.memory or 'memory not shown'})", ""]
+        out += [
+            "",
+            f"### Incident {incident.id}: {diagnosis.kinds.label(incident.root.kind, incident.root.device)} ({incident.memory or 'memory not shown'})",
+            "",
+        ]
         if incident.session:
             out += [f"**Session:** `{incident.session}`", ""]
         out += [f"- {_cell(line)}" for line in incident.evidence]

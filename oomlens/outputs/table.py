@@ -15,7 +15,7 @@ import click
 
 from ..diagnosis import Diagnosis
 from ..events import Event
-from ..kinds import Kinds
+from ..kinds import Kinds, device_values
 from ..text import render as write
 from .filters import Filters, Listing, listing
 from .terminal import wrap
@@ -37,6 +37,7 @@ def summary(event: Event, kinds: Kinds) -> str:
     told: dict[str, Any] = {"pid": event.pid, "gpu": event.gpu, "rank": event.rank, "node": event.node}
     told.update((k, v) for k, v in event.fields.items() if k not in told or v is not None)
     told["fields"] = event.fields
+    told.update(device_values(event.device, event.gpu, event.memory))
     entry = kinds.get(event.kind)
     return write(entry.details, told).strip() if entry is not None else ""
 
@@ -104,7 +105,7 @@ def _cells(event: Event, node: str | None, kinds: Kinds) -> tuple[str, ...]:
     time = (event.time or event.fields.get("local_time") or (f"<{event.time_latest}" if event.time_latest else "-")).replace("T", " ")[:24]
     if event.time_inferred or (event.time is None and event.time_latest):
         time += "~"  # the line printed no time: it lies between its neighbours' stamps
-    return (time, node or "-", who.strip() or "-", event.kind, summary(event, kinds) or "-", where)
+    return (time, node or "-", who.strip() or "-", kinds.tag(event.kind, event.device), summary(event, kinds) or "-", where)
 
 
 def _fit(rows: list[tuple[str, ...]], width: int) -> list[int] | None:

@@ -9,6 +9,7 @@ import click
 
 from ..diagnosis import Diagnosis
 from ..events import Event
+from ..kinds import device_values
 from ..text import gib
 from .terminal import wrap
 
@@ -122,6 +123,8 @@ def _rows(diagnosis: Diagnosis) -> list[tuple[str, str]]:
         rows.append(("SESSION", v["session"] + newest))
     incident = next((i for i in diagnosis.incidents if i.id == v.get("incident")), None)
     memory = f"{v['memory']} memory" if v["memory"] else "host or GPU not shown in the logs"
+    if v["memory"] == "gpu" and v.get("device"):  # the accelerator's own memory, named as it is called
+        memory = device_values(v["device"], None)["device_memory"]
     component = v["component"] or "unknown"
     rows.append(("COMPONENT", f"{component} ({memory}, confidence {v['confidence']:.2f})"))
     if incident is not None:
@@ -137,7 +140,10 @@ def _rows(diagnosis: Diagnosis) -> list[tuple[str, str]]:
             rows.append(("TREND", next((e for e in incident.evidence if e.startswith("memory trend")), incident.trend)))
         if incident.cascade:
             rows.append(
-                ("CASCADE", ", ".join(" ".join(filter(None, (diagnosis.kinds.label(e.kind), _where(e), _clock(e.time)))) for e in incident.cascade[:8]))
+                (
+                    "CASCADE",
+                    ", ".join(" ".join(filter(None, (diagnosis.kinds.label(e.kind, e.device), _where(e), _clock(e.time)))) for e in incident.cascade[:8]),
+                )
             )
         remedies = diagnosis.remedies.get(incident.id or "", [])
         if remedies:

@@ -1,0 +1,114 @@
+"""vLLM's KV-cache start-up errors name their own remedy: the settings they ask to raise or
+lower are read from the message, and the remedies say them with the message's numbers. On
+the CPU backend (the V0 CPU worker's `VLLM_CPU_KVCACHE_SPACE`) the memory is the host's."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+
+from hypothesis import given, settings, strategies as st
+
+import oomlens
+from oomlens.correlate import Context, Incident, explain
+from oomlens.diagnosis import summary as told
+from oomlens.events import to_bytes
+from oomlens.kinds import shipped
+from oomlens.remedies import remedies_for
+from oomlens.text import compile_template
+from test_envelopes import OUTER
+
+HEADS = ["", "(EngineCore pid=110) ERROR 08-28 07:39:28 [core.py:1346] ", "ERROR 11-18 18:07:28 engine.py:366] ", "[rank0]: "]
+
+
+def _remedies(text: str) -> tuple[oomlens.Event, dict[str, dict]]:
+    (event,) = [e for e in oomlens.parse_text(text) if e.kind == "vllm_memory_error"]
+    incident = Incident(root=event)
+    explain(incident, Context([]), shipped())
+    return event, {r["setting"]: r for r in remedies_for(incident, (), [], "")}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    length=st.integers(1024, 2**21),
+    needed=st.integers(1, 99_999),
+    available=st.integers(0, 99_999),
+    estimate=st.one_of(st.none(), st.integers(1, 2**20)),
+    models=st.sampled_from(["models's", "model's", "model"]),
+    paren=st.booleans(),
+    ticks=st.booleans(),
+    head=st.sampled_from(HEADS),
+    outer=st.sampled_from(OUTER),
+)
+def test_v1_seq_len_error_names_its_remedies_with_its_numbers(length, needed, available, estimate, models, paren, ticks, head, outer):
+    need, have = f"{needed / 100:.2f}", f"{available / 100:.2f}"
+    quote = "`" if ticks else ""
+    based = f"Based on the available memory, the estimated maximum model length is {estimate}. " if estimate else ""
+    text = (
+        f"{outer}{head}ValueError: To serve at least one request with the {models} max seq len ({length}), {'(' if paren else ''}{need} GiB KV cache is needed, "
+        f"which is larger than the available KV cache memory ({have} GiB). {based}Try increasing {quote}gpu_memory_utilization{quote} or decreasing "
+        f"{quote}max_model_len{quote} when initializing the engine."
+    )
+    event, remedies = _remedies(text)
+    assert (event.memory, event.fields["raise_setting"], event.fields["lower_setting"]) == ("gpu", "gpu_memory_utilization", "max_model_len")
+    assert (event.fields["needed_bytes"], event.fields["available_bytes"], event.fields["max_model_len"]) == (to_bytes(need), to_bytes(have), length)
+    assert remedies["max_model_len"]["value"] == (str(estimate) if estimate else "lower")
+    assert f"{to_bytes(need) / 2**30:.2f} GiB" in remedies["max_model_len"]["why"] and str(length) in remedies["max_model_len"]["why"]
+    assert remedies["gpu_memory_utilization"]["value"] == "raise"
+    assert "VLLM_CPU_KVCACHE_SPACE" not in remedies
+
+
+@settings(max_examples=40, deadline=None)
+@given(length=st.integers(1024, 2**21), tokens=st.integers(16, 2**20), outer=st.sampled_from(OUTER))
+def test_the_cpu_worker_s_error_is_host_memory_and_names_its_space(length, tokens, outer):
+    text = (
+        f"{outer}ValueError: The model's max seq len ({length}) is larger than the maximum number of tokens that can be stored in KV cache ({tokens}). "
+        "Try increasing `VLLM_CPU_KVCACHE_SPACE` or decreasing `max_model_len` when initializing the engine."
+    )
+    event, remedies = _remedies(text)
+    assert (event.memory, event.device, event.fields["backend"]) == ("host", None, "cpu")
+    assert set(remedies) >= {"VLLM_CPU_KVCACHE_SPACE", "max_model_len"} and "gpu_memory_utilization" not in remedies
+    assert f"{tokens} tokens" in remedies["VLLM_CPU_KVCACHE_SPACE"]["why"]
+    summary = told(Incident(root=event), shipped())
+    assert summary.startswith("host memory: vLLM could not fit its KV cache") and "VLLM_CPU_KVCACHE_SPACE" in summary
+
+
+def test_a_message_that_names_no_setting_gets_no_named_remedy():
+    _, remedies = _remedies(
+        "ValueError: Free memory on device cuda:0 (12.18/23.56 GiB) on startup is less than desired GPU memory utilization (0.92, 21.67 GiB)."
+    )
+    assert not {"max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes"} & set(remedies)
+
+
+def test_every_remedy_template_is_well_formed():
+    rules = tomllib.loads(resources.files("oomlens.data").joinpath("remedies.toml").read_text(encoding="utf-8"))["remedy"]
+    for rule in rules:
+        for key in ("value", "why"):
+            compile_template(rule[key])  # raises on an unbalanced bracket or an unknown spec
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    node=st.integers(0, 7),
+    free=st.integers(1, 99_999),
+    total=st.integers(1, 99_999),
+    kv=st.integers(1, 99_999),
+    explicit=st.booleans(),
+    head=st.sampled_from(HEADS),
+)
+def test_the_v1_cpu_worker_s_errors_are_host_memory_and_say_what_to_lower(node, free, total, kv, explicit, head):
+    a, t, k = (f"{n / 100:.2f}" for n in (free, total, kv))
+    tail = (
+        f"({k} GiB). Decrease --kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, or reduce CPU memory used by other processes."
+        if explicit
+        else f"({k}/{t} GiB). Reduce CPU memory used by other processes."
+    )
+    event, remedies = _remedies(
+        f"{head}ValueError: Available memory on node {node} ({a}/{t} GiB) on kv cache allocation is less than requested memory for kv {tail}"
+    )
+    assert (event.memory, event.fields["backend"], event.fields["numa_node"]) == ("host", "cpu", node)
+    assert (event.fields["free_bytes"], event.fields["total_bytes"], event.fields["needed_bytes"]) == (to_bytes(a), to_bytes(t), to_bytes(k))
+    if explicit:
+        assert remedies["VLLM_CPU_KVCACHE_SPACE"]["value"] == "lower" and remedies["kv_cache_memory_bytes"]["value"] == f"at most {to_bytes(a)}"
+    else:
+        assert not {"VLLM_CPU_KVCACHE_SPACE", "kv_cache_memory_bytes", "gpu_memory_utilization"} & set(remedies)
