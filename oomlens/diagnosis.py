@@ -15,7 +15,7 @@ from .clock import ClockNote, settle
 from .correlate import Incident, component_of, correlate
 from .events import Clue, Event, copy_of, number
 from .kinds import Kinds, shipped
-from .remedies import detect_frameworks, detect_versions, evidence_text, remedies_for
+from .remedies import cause_words, detect_frameworks, detect_versions, evidence_text, remedies_for
 from .sources import Input
 from .text import render
 from .timeline import Sample, samples
@@ -232,5 +232,20 @@ def summary(incident: Incident, kinds: Kinds) -> str:
         at = f" between {early} and {late}" if early and late else f" after {early}" if early else f" before {late}" if late else ""
     told: dict[str, Any] = {"pid": root.pid, "actor": root.actor, "rank": root.rank, "gpu": root.gpu, "node": root.node, "method": root.method}
     told.update((k, v) for k, v in root.fields.items() if k not in told or v is not None)
-    told.update(at=at, on_node=f" on node {root.node}" if root.node else "", fields=root.fields)
+    told.update(
+        at=at, on_node=f" on node {root.node}" if root.node else "", fields=root.fields, component=incident.component, followed=followed(incident, kinds)
+    )
+    if (cause := root.fields.get("cause")) is not None:
+        told["cause_words"] = cause_words(cause)
     return render(kinds[root.kind].summary, told)
+
+
+def followed(incident: Incident, kinds: Kinds) -> str:
+    """The failures that followed the root, counted by kind: "; 7 watchdog timeouts followed"."""
+    counts: dict[str, int] = {}
+    for event in incident.cascade:
+        counts[event.kind] = counts.get(event.kind, 0) + 1
+    if not counts:
+        return ""
+    told = [f"{n} {kinds.label(name)}{'s' if n > 1 else ''}" for name, n in counts.items()]
+    return f"; {', '.join(told)} followed"
