@@ -279,7 +279,7 @@ def fold(events: list[Event], kinds: Kinds | None = None) -> list[Event]:
             result.append(event)
         else:
             _absorb(home, event)
-    return _fold_wrapped(result)
+    return _fold_raised(_fold_wrapped(result), kinds)
 
 
 def copy_of(event: Event) -> Event:
@@ -316,6 +316,30 @@ def _fold_wrapped(events: list[Event]) -> list[Event]:
                 told[event.source.path, event.kind] = event
         else:
             home.sources.extend(src for src in event.sources if src not in home.sources)
+    return result
+
+
+def _fold_raised(events: list[Event], kinds: Kinds) -> list[Event]:
+    """The exception a memory failure raised (NCCL's `unhandled cuda error` under its `Cuda
+    failure 'out of memory'`) is that failure told once more: a report of a kind with
+    `raised_within` that many lines or fewer from a memory failure's report in its file is
+    left out, the memory failure's report tells it."""
+    near = {name: kind.raised_within for name, kind in kinds.items() if kind.raised_within}
+    if not near or not any(e.kind in near for e in events):
+        return events
+    memory: dict[str, list[Event]] = {}
+    for event in events:
+        if event.kind in kinds.memory_failures:
+            for source in event.sources:
+                memory.setdefault(source.path, []).append(event)
+    result = []
+    for event in events:
+        reach = near.get(event.kind)
+        s = event.source
+        if not reach or not any(
+            t.path == s.path and t.line - reach <= s.end_line and s.line <= t.end_line + reach for m in memory.get(s.path, ()) for t in m.sources
+        ):
+            result.append(event)
     return result
 
 

@@ -49,6 +49,7 @@ class Kind:
     intended: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     weak: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     opens_first: bool = False
+    raised_within: int = 0
     lead_named: bool = False
     ended: str = "{label}{at}"
 

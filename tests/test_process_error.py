@@ -57,13 +57,14 @@ def test_a_rollout_worker_s_illegal_memory_access_is_the_root_of_the_timeouts_af
 
 
 def test_an_oom_stays_the_root_of_the_crashes_that_follow_it(tmp_path):
+    """Two seconds after a CUDA OOM the rollout's kernel faults: the OOM is the root."""
     oom = (
         "2025-08-10 03:44:20,000\tERROR worker.py:421 -- (WorkerDict pid=31337) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
         "GPU 0 has a total capacity of 79.15 GiB of which 1.02 GiB is free.\n"
     )
-    log = tmp_path / "driver.log"
-    log.write_text(oom + _crashing_rollout(2))
-    diagnosis = analyze(str(log), jobs=1)
+    (tmp_path / "worker.log").write_text(oom)
+    (tmp_path / "driver.log").write_text(_crashing_rollout(2))
+    diagnosis = analyze(str(tmp_path / "worker.log"), str(tmp_path / "driver.log"), jobs=1)
     assert diagnosis.verdict is not None and diagnosis.verdict["root_kind"] == "cuda_oom"
     assert [e.kind for e in diagnosis.incidents[0].cascade] == ["process_error", "watchdog_timeout", "watchdog_timeout"]
 
@@ -175,3 +176,19 @@ def test_a_class_named_inside_a_sentence_is_no_event(text):
 )
 def test_verl_s_role_group_prefix_yields_to_the_method(method, component):
     assert component_of(method) == component
+
+
+def test_the_exception_a_memory_failure_raised_is_no_crash_of_its_own():
+    """NCCL's `unhandled cuda error` over `Cuda failure 2 'out of memory'`: the cuda_oom its
+    family reads; the DistBackendError line beside it is that failure's raise, not a crash."""
+    text = (
+        "[rank5]: Traceback (most recent call last):\n"
+        '[rank5]:   File "/opt/verl/verl/workers/fsdp_workers.py", line 655, in update_actor\n'
+        "[rank5]:     metrics = self.actor.update_policy(data=data)\n"
+        "[rank5]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error "
+        "(run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n"
+        "[rank5]: ncclUnhandledCudaError: Call to CUDA function failed.\n[rank5]: Last error:\n[rank5]: Cuda failure 2 'out of memory'\n"
+    )
+    assert [e.kind for e in parse_text(text)] == ["cuda_oom"]
+    without_oom = text.replace("Cuda failure 2 'out of memory'", "Cuda failure 700 'an illegal memory access was encountered'")
+    assert [(e.kind, e.fields.get("cause")) for e in parse_text(without_oom)] == [("process_error", "nccl_cuda_error")]
