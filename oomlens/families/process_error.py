@@ -43,7 +43,7 @@ class Transformer(lark.Transformer):
         return {"exception": inner or outer, "wrapper": outer if inner else None, "message": message or None, "task": task}
 
     def unhandled(self, items):
-        return {"unhandled": True, "task": items[1]}
+        return {"unhandled": True, "task": items[1]}  # None where a wrap cut the header
 
     def task(self, items):
         name, pid, _rest = items
