@@ -251,6 +251,8 @@ def group(events: list[Event], kinds: Kinds) -> list[Incident]:
             _lead_with_the_one_the_caller_saw(incident)
         if kinds[incident.root.kind].lead_named:
             _lead_with_the_named(incident)
+        if kinds[incident.root.kind].opens_first:
+            _lead_with_what_its_file_told_first(incident, kinds)
         if (counted := kinds[incident.root.kind].counts) is not None:
             _lead_with_what_it_counts(incident, counted)
     incidents.sort(key=lambda i: (seconds(i.root) is None, seconds(i.root) or 0))
@@ -346,6 +348,23 @@ def _lead_with_the_named(incident: Incident) -> None:
         incident.cascade.remove(named)
         incident.cascade.insert(0, incident.root)
         incident.root = named
+
+
+def _lead_with_what_its_file_told_first(incident: Incident, kinds: Kinds) -> None:
+    """A kind that opens incidents first (an exception) took in the failures within the skew
+    of clocks around it; one its own file printed above it came first on that file's one
+    clock, and cannot be its consequence: the first such leads."""
+    root = incident.root
+    before = [
+        e
+        for e in incident.cascade
+        if e.source.path == root.source.path and e.source.line < root.source.line and not on_purpose(e, kinds) and not kinds[e.kind].is_weak(e.fields)
+    ]
+    if before:
+        first = min(before, key=lambda e: e.source.line)
+        incident.cascade.remove(first)
+        incident.cascade.insert(0, root)
+        incident.root = first
 
 
 def _lead_with_what_it_counts(incident: Incident, counted: str) -> None:
