@@ -279,7 +279,7 @@ def fold(events: list[Event], kinds: Kinds | None = None) -> list[Event]:
             result.append(event)
         else:
             _absorb(home, event)
-    return _fold_raised(_fold_wrapped(result), kinds)
+    return _fold_raised(_fold_echoed(_fold_wrapped(result), kinds), kinds)
 
 
 def copy_of(event: Event) -> Event:
@@ -316,6 +316,28 @@ def _fold_wrapped(events: list[Event]) -> list[Event]:
                 told[event.source.path, event.kind] = event
         else:
             home.sources.extend(src for src in event.sources if src not in home.sources)
+    return result
+
+
+def _fold_echoed(events: list[Event], kinds: Kinds) -> list[Event]:
+    """abseil's failure handler writes a signal twice, raw and then through Ray's logger,
+    each line stamped by whatever stamps it (a collector may stamp the raw one months from
+    the logger's own time): reports of a kind with `echoed_within`, of one identity and that
+    many lines or fewer apart in one file, are one occurrence whatever their times."""
+    reach = {name: kind.echoed_within for name, kind in kinds.items() if kind.echoed_within}
+    if not reach or not any(e.kind in reach for e in events):
+        return events
+    last: dict[tuple, Event] = {}
+    result = []
+    for event in events:
+        key = _identity(event, kinds[event.kind]) if event.kind in reach else None
+        home = last.get((event.source.path, key)) if key is not None else None
+        if home is not None and abs(event.source.line - home.sources[-1].line) <= reach[event.kind]:
+            _absorb(home, event)
+            continue
+        result.append(event)
+        if key is not None:
+            last[event.source.path, key] = event
     return result
 
 

@@ -50,6 +50,7 @@ class Kind:
     weak: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     opens_first: bool = False
     raised_within: int = 0
+    echoed_within: int = 0
     lead_named: bool = False
     ended: str = "{label}{at}"
 

@@ -192,3 +192,16 @@ def test_the_exception_a_memory_failure_raised_is_no_crash_of_its_own():
     assert [e.kind for e in parse_text(text)] == ["cuda_oom"]
     without_oom = text.replace("Cuda failure 2 'out of memory'", "Cuda failure 700 'an illegal memory access was encountered'")
     assert [(e.kind, e.fields.get("cause")) for e in parse_text(without_oom)] == [("process_error", "nccl_cuda_error")]
+
+
+@pytest.mark.parametrize("stamp", ["", "Mar 12 11:00:0{n} ", "2026-01-05T10:00:0{n}.000000000Z stdout F "])
+def test_a_signal_abseil_writes_twice_is_one_crash_whatever_stamps_its_lines(stamp):
+    """abseil writes the signal raw, then through Ray's logger with its own time; a collector
+    may stamp the raw line far from that time: one occurrence, one event."""
+    lines = [
+        "(WorkerDict pid=14361) *** SIGFPE received at time=1751967829 on cpu 14 ***",
+        "(WorkerDict pid=14361) PC: @     0x7f67caeff921  (unknown)  (unknown)",
+        "(WorkerDict pid=14361) [2025-07-08 17:43:49,595 E 14361 14361] logging.cc:497: *** SIGFPE received at time=1751967829 on cpu 14 ***",
+    ]
+    text = "".join(stamp.format(n=n) + line + "\n" for n, line in enumerate(lines))
+    assert [(e.kind, e.pid, e.fields["signal"]) for e in parse_text(text)] == [("process_error", 14361, "SIGFPE")]
