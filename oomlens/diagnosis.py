@@ -182,11 +182,14 @@ def _correlate_each(events: list[Event], clues: list[Clue], kinds: Kinds, sessio
 
 def verdict(incidents: list[Incident], clues: list[Clue], diagnosis: Diagnosis) -> dict[str, Any] | None:
     """The answer for the user: of the newest Ray session with an incident (the run that just
-    died, when /tmp/ray holds many), the first memory incident, else its first incident;
+    died, when /tmp/ray holds many), the first memory incident, else its first incident whose
+    root is no weak evidence, else its first;
     else an out-of-memory error named in a traceback whose kind the logs do not show."""
     newest = incidents[-1].session if incidents else None
     ran = [i for i in incidents if i.session == newest]  # sessions follow one another in time order
     chosen = next((i for i in ran if i.root.kind in diagnosis.kinds.memory_failures), None)
+    # a root that is weak evidence (a traceback cut before its exception) only when nothing else failed
+    chosen = chosen or next((i for i in ran if not diagnosis.kinds[i.root.kind].is_weak(i.root.fields)), None)
     chosen = chosen or (ran[0] if ran else None)
     if chosen is None:
         return _named_oom(clues)

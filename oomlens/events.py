@@ -279,7 +279,7 @@ def fold(events: list[Event], kinds: Kinds | None = None) -> list[Event]:
             result.append(event)
         else:
             _absorb(home, event)
-    return _fold_raised(_fold_echoed(_fold_wrapped(result), kinds), kinds)
+    return _fold_cut(_fold_raised(_fold_echoed(_fold_wrapped(result), kinds), kinds), kinds)
 
 
 def copy_of(event: Event) -> Event:
@@ -339,6 +339,33 @@ def _fold_echoed(events: list[Event], kinds: Kinds) -> list[Event]:
         if key is not None:
             last[event.source.path, key] = event
     return result
+
+
+def _fold_cut(events: list[Event], kinds: Kinds) -> list[Event]:
+    """A traceback a wrap or a paste cut before its exception (kinds.toml `traceback_of`:
+    the values that say so) within its kind's `traceback_reach` lines of another failure in
+    its file is that failure's traceback (or the chained one after it), broken off where a
+    wrap split a frame: left out, the failure tells it."""
+    reach = {name: kind.traceback_reach for name, kind in kinds.items() if kind.traceback_reach}
+    if not reach or not any(e.kind in reach for e in events):
+        return events
+    cut = [e for e in events if e.kind in reach and kinds[e.kind].traceback_of_one(e.fields)]
+    if not cut:
+        return events
+    by_path: dict[str, list[int]] = {}
+    for event in events:
+        if event.kind in kinds.failures and not (event.kind in reach and kinds[event.kind].traceback_of_one(event.fields)):
+            by_path.setdefault(event.source.path, []).extend(s.line for s in event.sources if s.path == event.source.path)
+    for lines in by_path.values():
+        lines.sort()
+    dropped = set()
+    for event in cut:
+        lines = by_path.get(event.source.path, [])
+        i = bisect.bisect_left(lines, event.source.line)
+        near = [lines[j] for j in (i - 1, i) if 0 <= j < len(lines)]
+        if any(abs(line - event.source.line) <= reach[event.kind] for line in near):
+            dropped.add(id(event))
+    return [e for e in events if id(e) not in dropped]
 
 
 def _fold_raised(events: list[Event], kinds: Kinds) -> list[Event]:

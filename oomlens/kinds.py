@@ -51,6 +51,8 @@ class Kind:
     opens_first: bool = False
     raised_within: int = 0
     echoed_within: int = 0
+    traceback_of: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    traceback_reach: int = 0
     lead_named: bool = False
     ended: str = "{label}{at}"
 
@@ -66,6 +68,10 @@ class Kind:
     def on_purpose(self, fields: Mapping[str, Any]) -> bool:
         """Did this occurrence end a process on purpose (`intended`: ray.kill, Ctrl-C, SIGTERM)?"""
         return any(fields.get(name) in values for name, values in self.intended)
+
+    def traceback_of_one(self, fields: Mapping[str, Any]) -> bool:
+        """Is this report a traceback cut before its exception (`traceback_of`)?"""
+        return any(fields.get(name) in values for name, values in self.traceback_of)
 
     def is_weak(self, fields: Mapping[str, Any]) -> bool:
         """Is this occurrence weak evidence (`weak`: a traceback cut before its exception)?"""
@@ -84,7 +90,7 @@ def kind_of(name: str, entry: Mapping[str, Any]) -> Kind:
     for key in ("identity", "numberless", "marker"):
         if values.get(key) is not None:
             values[key] = tuple(values[key])
-    for key in ("intended", "weak"):
+    for key in ("intended", "weak", "traceback_of"):
         if key in values:
             values[key] = tuple((name, tuple(wanted)) for name, wanted in values[key].items())
     if "also_identity" in values:
