@@ -205,3 +205,18 @@ def test_a_signal_abseil_writes_twice_is_one_crash_whatever_stamps_its_lines(sta
     ]
     text = "".join(stamp.format(n=n) + line + "\n" for n, line in enumerate(lines))
     assert [(e.kind, e.pid, e.fields["signal"]) for e in parse_text(text)] == [("process_error", 14361, "SIGFPE")]
+
+
+def test_a_traceback_a_wrap_broke_off_near_a_failure_is_that_failure_s_own():
+    """A terminal's wrap splits a long frame path: the traceback's block ends there, cut before
+    its exception. Beside an OOM it is the OOM's chained traceback; alone it is a crash whose
+    exception the text does not show."""
+    oom = "(VllmWorkerProcess pid=2421) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.88 GiB. GPU 3 has a total capacity of 21.96 GiB of which 1.29 GiB is free.\n"
+    chained = (
+        "(VllmWorkerProcess pid=2421) The above exception was the direct cause of the following exception:\n"
+        "(VllmWorkerProcess pid=2421) Traceback (most recent call last):\n"
+        '(VllmWorkerProcess pid=2421)   File "/home/user/miniconda/lib/python3.11/site-pa\n'
+        'ckages/vllm/executor/multiproc_worker_utils.py", line 226, in _run_worker_process\n'
+    )
+    assert [e.kind for e in parse_text(oom + chained)] == ["cuda_oom"]
+    assert [(e.kind, e.fields.get("cut")) for e in parse_text(chained)] == [("process_error", True)]
