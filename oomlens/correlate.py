@@ -235,14 +235,24 @@ def group(events: list[Event], kinds: Kinds) -> list[Incident]:
             else:
                 _join(home, event, anchors)
     opened = len(incidents)
-    # NCCL ranks time out waiting for a dead peer, sometimes on a node whose clock runs
-    # ahead of the dead worker's: the death comes first
-    for event in sorted(rest, key=lambda e: kinds.order(e.kind)):
-        _join_or_open(incidents, opened, event, kinds, anchors)
+    # An exception tells the cause of the death it ends in; NCCL ranks time out waiting for a
+    # dead peer, sometimes on a node whose clock runs ahead of the dead worker's: the death
+    # comes first. An end on purpose (ray.kill, Ctrl-C) only joins what it follows.
+    # A traceback cut before its exception is weak: it joins a failure that states its kind.
+    for event in sorted(rest, key=lambda e: (on_purpose(e, kinds), kinds[e.kind].is_weak(e.fields), not kinds[e.kind].opens_first, kinds.order(e.kind))):
+        if on_purpose(event, kinds):
+            if (home := _home(incidents, opened, event, kinds, anchors)) is not None:
+                _join(home, event, anchors)
+        else:
+            _join_or_open(incidents, opened, event, kinds, anchors)
     for incident in incidents:
         incident.cascade.sort(key=lambda e: (seconds(e) is None, seconds(e) or 0))
         if kinds[incident.root.kind].burst:
             _lead_with_the_one_the_caller_saw(incident)
+        if kinds[incident.root.kind].lead_named:
+            _lead_with_the_named(incident)
+        if kinds[incident.root.kind].opens_first:
+            _lead_with_what_its_file_told_first(incident, kinds)
         if (counted := kinds[incident.root.kind].counts) is not None:
             _lead_with_what_it_counts(incident, counted)
     incidents.sort(key=lambda i: (seconds(i.root) is None, seconds(i.root) or 0))
@@ -321,6 +331,40 @@ def _lead_with_the_one_the_caller_saw(incident: Incident) -> None:
         incident.cascade.remove(best)
         incident.cascade.append(incident.root)
         incident.root = best
+
+
+def on_purpose(event: Event, kinds: Kinds) -> bool:
+    """Did the event end a process on purpose (its kind's `intended`: ray.kill, Ctrl-C)?"""
+    return kinds[event.kind].on_purpose(event.fields)
+
+
+def _lead_with_the_named(incident: Incident) -> None:
+    """A caller's RayTaskError wraps the error its raiser printed: of the reports of one
+    burst, the first of a process whose component is named (not the driver) leads."""
+    t = seconds(incident.root)
+    peers = [e for e in incident.cascade if e.kind == incident.root.kind and (t is None or (s := seconds(e)) is None or abs(s - t) <= SKEW_S)]
+    named = next((e for e in [incident.root, *peers] if e.component not in (None, "driver")), None)
+    if named is not None and named is not incident.root:
+        incident.cascade.remove(named)
+        incident.cascade.insert(0, incident.root)
+        incident.root = named
+
+
+def _lead_with_what_its_file_told_first(incident: Incident, kinds: Kinds) -> None:
+    """A kind that opens incidents first (an exception) took in the failures within the skew
+    of clocks around it; one its own file printed above it came first on that file's one
+    clock, and cannot be its consequence: the first such leads."""
+    root = incident.root
+    before = [
+        e
+        for e in incident.cascade
+        if e.source.path == root.source.path and e.source.line < root.source.line and not on_purpose(e, kinds) and not kinds[e.kind].is_weak(e.fields)
+    ]
+    if before:
+        first = min(before, key=lambda e: e.source.line)
+        incident.cascade.remove(first)
+        incident.cascade.insert(0, root)
+        incident.root = first
 
 
 def _lead_with_what_it_counts(incident: Incident, counted: str) -> None:
@@ -542,6 +586,18 @@ def _explain_timeout(incident: Incident, context: Context, kind: Kind) -> None:
     incident.evidence.append("a collective timed out; the rank that stopped responding is the one to look at, not this one")
 
 
+def _explain_process_error(incident: Incident, context: Context, kind: Kind) -> None:
+    """No memory failure: an exception or a signal ended a process. Its component is the
+    process's own (a Ray prefix, a remote task's header), else the phase its traceback names."""
+    root = incident.root
+    component, where = phase_of(context.around(root))
+    incident.component = root.component if root.component not in (None, "driver") else component or root.component
+    incident.phase = root.method or where
+    incident.confidence = 0.7 if incident.component and (root.fields.get("exception") or root.fields.get("signal")) else 0.5 if incident.component else 0.4
+    if where and not root.method:
+        incident.evidence.append(f"surfaced in {where}")
+
+
 # how an incident is explained, by the name a kind gives in data/kinds.toml (`explain`)
 EXPLAINERS: dict[str, Callable[[Incident, Context, Kind], None]] = {
     "ray_kill": _explain_ray_kill,
@@ -552,6 +608,7 @@ EXPLAINERS: dict[str, Callable[[Incident, Context, Kind], None]] = {
     "death": _explain_death,
     "timeout": _explain_timeout,
     "failure": _explain_failure,
+    "process_error": _explain_process_error,
 }
 
 

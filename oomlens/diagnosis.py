@@ -15,7 +15,7 @@ from .clock import ClockNote, settle
 from .correlate import Incident, component_of, correlate
 from .events import Clue, Event, copy_of, number
 from .kinds import Kinds, device_values, shipped
-from .remedies import detect_frameworks, detect_versions, evidence_text, remedies_for
+from .remedies import cause_words, detect_frameworks, detect_versions, evidence_text, remedies_for
 from .sources import Input
 from .text import render
 from .timeline import Sample, samples
@@ -182,11 +182,14 @@ def _correlate_each(events: list[Event], clues: list[Clue], kinds: Kinds, sessio
 
 def verdict(incidents: list[Incident], clues: list[Clue], diagnosis: Diagnosis) -> dict[str, Any] | None:
     """The answer for the user: of the newest Ray session with an incident (the run that just
-    died, when /tmp/ray holds many), the first memory incident, else its first incident;
+    died, when /tmp/ray holds many), the first memory incident, else its first incident whose
+    root is no weak evidence, else its first;
     else an out-of-memory error named in a traceback whose kind the logs do not show."""
     newest = incidents[-1].session if incidents else None
     ran = [i for i in incidents if i.session == newest]  # sessions follow one another in time order
     chosen = next((i for i in ran if i.root.kind in diagnosis.kinds.memory_failures), None)
+    # a root that is weak evidence (a traceback cut before its exception) only when nothing else failed
+    chosen = chosen or next((i for i in ran if not diagnosis.kinds[i.root.kind].is_weak(i.root.fields)), None)
     chosen = chosen or (ran[0] if ran else None)
     if chosen is None:
         return _named_oom(clues)
@@ -233,6 +236,21 @@ def summary(incident: Incident, kinds: Kinds) -> str:
         at = f" between {early} and {late}" if early and late else f" after {early}" if early else f" before {late}" if late else ""
     told: dict[str, Any] = {"pid": root.pid, "actor": root.actor, "rank": root.rank, "gpu": root.gpu, "node": root.node, "method": root.method}
     told.update((k, v) for k, v in root.fields.items() if k not in told or v is not None)
-    told.update(at=at, on_node=f" on node {root.node}" if root.node else "", fields=root.fields)
+    told.update(
+        at=at, on_node=f" on node {root.node}" if root.node else "", fields=root.fields, component=incident.component, followed=followed(incident, kinds)
+    )
+    if (cause := root.fields.get("cause")) is not None:
+        told["cause_words"] = cause_words(cause)
     told.update(device_values(root.device, root.gpu, root.memory))
     return render(kinds[root.kind].summary, told)
+
+
+def followed(incident: Incident, kinds: Kinds) -> str:
+    """The failures that followed the root, counted by kind: "; 7 watchdog timeouts followed"."""
+    counts: dict[str, int] = {}
+    for event in incident.cascade:
+        counts[event.kind] = counts.get(event.kind, 0) + 1
+    if not counts:
+        return ""
+    told = [f"{n} {kinds.label(name)}{'s' if n > 1 else ''}" for name, n in counts.items()]
+    return f"; {', '.join(told)} followed"

@@ -282,7 +282,7 @@ def fold(events: list[Event], kinds: Kinds | None = None) -> list[Event]:
             result.append(event)
         else:
             _absorb(home, event)
-    return _fold_wrapped(result)
+    return _fold_cut(_fold_raised(_fold_echoed(_fold_wrapped(result), kinds), kinds), kinds)
 
 
 def copy_of(event: Event) -> Event:
@@ -319,6 +319,79 @@ def _fold_wrapped(events: list[Event]) -> list[Event]:
                 told[event.source.path, event.kind] = event
         else:
             home.sources.extend(src for src in event.sources if src not in home.sources)
+    return result
+
+
+def _fold_echoed(events: list[Event], kinds: Kinds) -> list[Event]:
+    """abseil's failure handler writes a signal twice, raw and then through Ray's logger,
+    each line stamped by whatever stamps it (a collector may stamp the raw one months from
+    the logger's own time): reports of a kind with `echoed_within`, of one identity and that
+    many lines or fewer apart in one file, are one occurrence whatever their times."""
+    reach = {name: kind.echoed_within for name, kind in kinds.items() if kind.echoed_within}
+    if not reach or not any(e.kind in reach for e in events):
+        return events
+    last: dict[tuple, Event] = {}
+    result = []
+    for event in events:
+        key = _identity(event, kinds[event.kind]) if event.kind in reach else None
+        home = last.get((event.source.path, key)) if key is not None else None
+        if home is not None and abs(event.source.line - home.sources[-1].line) <= reach[event.kind]:
+            _absorb(home, event)
+            continue
+        result.append(event)
+        if key is not None:
+            last[event.source.path, key] = event
+    return result
+
+
+def _fold_cut(events: list[Event], kinds: Kinds) -> list[Event]:
+    """A traceback a wrap or a paste cut before its exception (kinds.toml `traceback_of`:
+    the values that say so) within its kind's `traceback_reach` lines of another failure in
+    its file is that failure's traceback (or the chained one after it), broken off where a
+    wrap split a frame: left out, the failure tells it."""
+    reach = {name: kind.traceback_reach for name, kind in kinds.items() if kind.traceback_reach}
+    if not reach or not any(e.kind in reach for e in events):
+        return events
+    cut = [e for e in events if e.kind in reach and kinds[e.kind].traceback_of_one(e.fields)]
+    if not cut:
+        return events
+    by_path: dict[str, list[int]] = {}
+    for event in events:
+        if event.kind in kinds.failures and not (event.kind in reach and kinds[event.kind].traceback_of_one(event.fields)):
+            by_path.setdefault(event.source.path, []).extend(s.line for s in event.sources if s.path == event.source.path)
+    for lines in by_path.values():
+        lines.sort()
+    dropped = set()
+    for event in cut:
+        lines = by_path.get(event.source.path, [])
+        i = bisect.bisect_left(lines, event.source.line)
+        near = [lines[j] for j in (i - 1, i) if 0 <= j < len(lines)]
+        if any(abs(line - event.source.line) <= reach[event.kind] for line in near):
+            dropped.add(id(event))
+    return [e for e in events if id(e) not in dropped]
+
+
+def _fold_raised(events: list[Event], kinds: Kinds) -> list[Event]:
+    """The exception a memory failure raised (NCCL's `unhandled cuda error` under its `Cuda
+    failure 'out of memory'`) is that failure told once more: a report of a kind with
+    `raised_within` that many lines or fewer from a memory failure's report in its file is
+    left out, the memory failure's report tells it."""
+    near = {name: kind.raised_within for name, kind in kinds.items() if kind.raised_within}
+    if not near or not any(e.kind in near for e in events):
+        return events
+    memory: dict[str, list[Event]] = {}
+    for event in events:
+        if event.kind in kinds.memory_failures:
+            for source in event.sources:
+                memory.setdefault(source.path, []).append(event)
+    result = []
+    for event in events:
+        reach = near.get(event.kind)
+        s = event.source
+        if not reach or not any(
+            t.path == s.path and t.line - reach <= s.end_line and s.line <= t.end_line + reach for m in memory.get(s.path, ()) for t in m.sources
+        ):
+            result.append(event)
     return result
 
 

@@ -47,6 +47,15 @@ class Kind:
     summary: str = "{label}{on_node}{at}"
     details: str = ""
     evidence: str = ""
+    intended: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    weak: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    opens_first: bool = False
+    raised_within: int = 0
+    echoed_within: int = 0
+    traceback_of: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    traceback_reach: int = 0
+    lead_named: bool = False
+    ended: str = "{label}{at}"
 
     @property
     def folded(self) -> bool:
@@ -56,6 +65,18 @@ class Kind:
     @property
     def failure(self) -> bool:
         return self.role in ("memory", "failure")
+
+    def on_purpose(self, fields: Mapping[str, Any]) -> bool:
+        """Did this occurrence end a process on purpose (`intended`: ray.kill, Ctrl-C, SIGTERM)?"""
+        return any(fields.get(name) in values for name, values in self.intended)
+
+    def traceback_of_one(self, fields: Mapping[str, Any]) -> bool:
+        """Is this report a traceback cut before its exception (`traceback_of`)?"""
+        return any(fields.get(name) in values for name, values in self.traceback_of)
+
+    def is_weak(self, fields: Mapping[str, Any]) -> bool:
+        """Is this occurrence weak evidence (`weak`: a traceback cut before its exception)?"""
+        return any(fields.get(name) in values for name, values in self.weak)
 
 
 def kind_of(name: str, entry: Mapping[str, Any]) -> Kind:
@@ -75,6 +96,9 @@ def kind_of(name: str, entry: Mapping[str, Any]) -> Kind:
         if unknown_devices:
             raise ValueError(f"kind {name!r}: labels for unknown device(s) {', '.join(sorted(unknown_devices))}")
         values["labels"] = tuple(values["labels"].items())
+    for key in ("intended", "weak", "traceback_of"):
+        if key in values:
+            values[key] = tuple((name, tuple(wanted)) for name, wanted in values[key].items())
     if "also_identity" in values:
         values["also_identity"] = tuple(tuple(names) for names in values["also_identity"])
     kind = Kind(name=name, **values)
@@ -84,7 +108,7 @@ def kind_of(name: str, entry: Mapping[str, Any]) -> Kind:
         raise ValueError(f"kind {name!r}: memory is 'host' or 'gpu'")
     if kind.task_header not in TASK_HEADERS:
         raise ValueError(f"kind {name!r}: task_header {kind.task_header!r} is none of {', '.join(TASK_HEADERS)}")
-    for template in (kind.summary, kind.details, kind.evidence):
+    for template in (kind.summary, kind.details, kind.evidence, kind.ended):
         compile_template(template)
     if kind.counts is not None and kind.counts == name:
         raise ValueError(f"kind {name!r}: counts itself")

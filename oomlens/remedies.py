@@ -104,8 +104,18 @@ def current_settings(clues: list[Clue]) -> dict[str, Any]:
     return found
 
 
+@functools.cache
+def _cause_words() -> dict[str, str]:
+    return {c["name"]: c["words"] for c in load("exceptions.toml")["cause"]}
+
+
+def cause_words(cause: str) -> str:
+    """How a person says a well-known cause of a crash (data/exceptions.toml)."""
+    return _cause_words().get(cause, cause.replace("_", " "))
+
+
 def _holds(rule: dict[str, Any], facts: dict[str, Any]) -> bool:
-    for key in ("framework", "component", "memory", "root_kind", "trend", "style", "device"):
+    for key in ("framework", "component", "memory", "root_kind", "trend", "style", "device", "cause"):
         if key not in rule:
             continue
         wanted = rule[key] if isinstance(rule[key], list) else [rule[key]]
@@ -130,10 +140,12 @@ def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Cl
     mode is in use is read from it).
 
     An incident whose memory kind is a guess gets none: a setting changed on a guess costs
-    a training run."""
-    if incident.memory is None or incident.confidence < 0.5:
+    a training run. A crash of a well-known cause (its `cause`) gets that cause's remedies."""
+    cause = incident.root.fields.get("cause")
+    if (incident.memory is None and cause is None) or incident.confidence < 0.5:
         return []
     facts = {
+        "cause": cause,
         "framework": frameworks,
         "component": incident.component,
         "memory": incident.memory,
@@ -149,7 +161,7 @@ def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Cl
     chosen: list[dict[str, Any]] = []
     seen: set[str] = set()
     for rule in _rules()["remedy"]:
-        if not _holds(rule, facts) or rule["setting"] in seen:
+        if not _holds(rule, facts) or rule["setting"] in seen or (incident.memory is None and "cause" not in rule):
             continue
         if any(g["setting"] == rule["setting"] and g.get("value", rule["value"]) == rule["value"] for g in guards):
             continue

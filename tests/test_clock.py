@@ -239,7 +239,9 @@ def test_an_epoch_is_read_on_its_host_s_local_clock(seed, tmp_path):
     diagnosis = analyze(str(tmp_path))
     watchdog = next(e for e in diagnosis.events if e.kind == "watchdog_timeout")
     assert watchdog.time is None and watchdog.time_latest == abort.replace(microsecond=0).isoformat()
-    assert [(i.root.kind, [e.kind for e in i.cascade]) for i in diagnosis.incidents] == [("ray_oom_summary", ["watchdog_timeout"])]
+    assert [(i.root.kind, [e.kind for e in i.cascade]) for i in diagnosis.incidents] == [
+        ("ray_oom_summary", ["process_error", "watchdog_timeout"])
+    ]  # the abort a cascade of the kill
 
 
 # -- every fixture: a time or an interval, inside the run's span; multi-node reports in order --

@@ -24,7 +24,7 @@ from oomlens import analyze
 from oomlens.cli import main
 from oomlens.kinds import shipped
 from oomlens.outputs import html as report
-from oomlens.outputs.verdict import crashes
+from oomlens.outputs.verdict import ends
 
 INCIDENTS = FIXTURES / "incidents"
 
@@ -142,10 +142,9 @@ def test_failures_are_marked_on_the_timeline(rendered):
 def test_header_states_verdict_cascade_and_fixes(rendered):
     name, diagnosis, page = rendered
     verdict = page[page.index('id="verdict"') : page.index('id="memory"')]
-    if diagnosis.verdict is None:  # green only when no process died of a signal either
-        died = crashes(diagnosis)
-        assert ("No OOM found in these logs, but a crash" if died else "No OOM or crash found in these logs") in verdict
-        assert ('class="verdict partial"' if died else 'class="verdict ok"') in verdict and all(html.escape(c) in verdict for c in died)
+    if diagnosis.verdict is None:  # green, and how the run ended when it ended on purpose
+        assert "No OOM or crash found in these logs" in verdict
+        assert 'class="verdict ok"' in verdict and all(html.escape(e) in verdict for e in ends(diagnosis))
         return
     assert html.escape(diagnosis.verdict["summary"]) in verdict
     assert f"confidence {diagnosis.verdict['confidence']:.2f}" in verdict
@@ -324,13 +323,12 @@ def test_part_read_says_how_much_and_what_not(tmp_path):
 
 
 def test_a_crash_by_a_signal_is_named_in_what_could_be_read_too(tmp_path):
-    """A SIGFPE in a worker (a real excerpt) beside an input that could not be read: the header
-    says both, amber, never "no crash"."""
+    """A SIGFPE in a worker (a real excerpt) beside an input that could not be read: the
+    crash is the verdict (a process_error, no memory failure), never "no crash"."""
     out = tmp_path / "r.html"
     CliRunner().invoke(main, ["report", str(REAL / "236_toolrl_26.log"), str(tmp_path / "missing.log"), "-o", str(out)])
     header = verdict_of(out.read_text())
-    assert 'class="verdict partial"' in header and "<h2>No OOM found in what could be read, but a crash</h2>" in header
-    assert "A process died of a signal: SIGFPE in pid 14361 (WorkerDict), no memory failure." in header and "crash found" not in header
+    assert "no memory failure: the rollout process pid 14361 died of signal SIGFPE" in header and "crash found" not in header
 
 
 def test_all_read_all_clear_stays_green(tmp_path):

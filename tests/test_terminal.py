@@ -101,26 +101,27 @@ def test_a_missing_or_empty_folder_is_never_told_as_an_all_clear(tmp_path, fmt):
 
 @pytest.mark.parametrize("fmt", ["table", "markdown"])
 def test_a_process_that_died_of_a_signal_is_no_all_clear(fmt, tmp_path):
-    """A SIGFPE in vLLM's logits (a real excerpt) is no memory failure and no event kind, but
-    "no OOM or crash found" would be false: the crash is named, once for its two copies."""
+    """A SIGFPE in vLLM's logits (a real excerpt) is no memory failure, but it ended the
+    rollout worker: the verdict names it (once for its two copies), never "no crash found"."""
     log = str(REAL / "236_toolrl_26.log")
     said = " ".join(cli("parse", log, "--format", fmt).output.split())
-    assert "o OOM found in these logs, but a process died of a signal: SIGFPE in pid 14361 (WorkerDict), no memory failure" in said
-    assert "crash found" not in said
+    assert "no memory failure: the rollout process pid 14361 died of signal SIGFPE at 2025-07-08 17:43:49" in said
+    assert "crash found" not in said and "followed" not in said
     partly = " ".join(cli("parse", log, str(tmp_path / "missing"), "--format", fmt).output.split())
-    assert "o OOM found in what could be read (1 of 2 input(s), 1,338 bytes), but a process died of a signal: SIGFPE in pid 14361" in partly
+    assert "died of signal SIGFPE" in partly and "crash found" not in partly
 
 
-def test_many_crashes_are_named_up_to_three_and_counted(tmp_path):
+def test_many_ends_on_purpose_are_named_up_to_three_and_counted(tmp_path):
     from oomlens import analyze
-    from oomlens.outputs.verdict import all_clear, crashes
+    from oomlens.outputs.verdict import all_clear, ends
 
-    log = tmp_path / "crashes.log"
-    log.write_text("".join(f"(Worker pid={pid}) *** SIGSEGV received at time=1741050778 on cpu 3 ***\n" for pid in (11, 12, 11, 13, 14, 15)))
+    log = tmp_path / "ends.log"
+    log.write_text("".join(f"(Worker pid={pid}) *** SIGTERM received at time=1741050778 on cpu 3 ***\n" for pid in (11, 12, 11, 13, 14, 15)))
     diagnosis = analyze(str(log), jobs=1)
-    assert crashes(diagnosis) == [f"SIGSEGV in pid {pid} (Worker)" for pid in (11, 12, 13, 14, 15)]
-    told = "SIGSEGV in pid 11 (Worker), SIGSEGV in pid 12 (Worker), SIGSEGV in pid 13 (Worker) and 2 more"
-    assert all_clear(diagnosis) == f"no OOM found in these logs, but processes died of signals: {told}, no memory failure"
+    assert diagnosis.incidents == [] and diagnosis.verdict is None
+    assert ends(diagnosis) == [f"SIGTERM in pid {pid} (Worker) at 01:12:58" for pid in (11, 12, 13, 14, 15)]
+    told = "SIGTERM in pid 11 (Worker) at 01:12:58, SIGTERM in pid 12 (Worker) at 01:12:58, SIGTERM in pid 13 (Worker) at 01:12:58 and 2 more"
+    assert all_clear(diagnosis) == f"no OOM or crash found in these logs; the run ended on purpose: {told}"
 
 
 def test_empty_input_read_whole_is_no_all_clear_either(tmp_path):

@@ -44,7 +44,7 @@ from ..kinds import Kinds
 from ..text import GIB, gib
 from ..timeline import Sample
 from .table import summary as event_summary
-from .verdict import crashes, framework_words, listed_crashes
+from .verdict import ends, framework_words, listed_ends
 
 if TYPE_CHECKING:
     from ..diagnosis import Diagnosis
@@ -585,14 +585,14 @@ def _unread_html(diagnosis: Diagnosis) -> str:
 
 def _all_clear_html(diagnosis: Diagnosis) -> str:
     """No incident: said of what was read, and of no more when some input was not read fully;
-    never green when a process died of a signal (the crashes are named, all_clear)."""
+    how the run ended when it ended on purpose (all_clear)."""
     found = "<p>oomlens found no out-of-memory kill, CUDA OOM, worker death or watchdog timeout. The memory timeline below shows what the run logged.</p>"
-    signals = crashes(diagnosis)
-    told = listed_crashes(signals)
-    died = f"<p>{esc(told[:1].upper() + told[1:])}, no memory failure.</p>" if signals else ""
-    heading = "No OOM found {}, but a crash" if died else "No OOM or crash found {}"
+    ended = ends(diagnosis)
+    told = listed_ends(ended)
+    died = f"<p>{esc(told[:1].upper() + told[1:])}.</p>" if ended else ""
+    heading = "No OOM or crash found {}"
     if not diagnosis.problems:
-        return f'<section id="verdict" class="verdict {"partial" if died else "ok"}"><h2>{heading.format("in these logs")}</h2>{died}{found}</section>'
+        return f'<section id="verdict" class="verdict ok"><h2>{heading.format("in these logs")}</h2>{died}{found}</section>'
     read = [i for i in diagnosis.inputs if i.bytes or (i.opener is not None and not i.problems)]
     whole = sum(1 for i in read if not i.problems)
     amount = (
@@ -754,7 +754,7 @@ def render(diagnosis: Diagnosis, plotly: str = "inline") -> str:
 
     figures: dict[str, Any] = {}
     if diagnosis.readable:
-        title = diagnosis.verdict["summary"] if diagnosis.verdict else "no OOM found, but a crash" if crashes(diagnosis) else "no OOM or crash found"
+        title = diagnosis.verdict["summary"] if diagnosis.verdict else "no OOM or crash found"
         body = [_verdict_html(diagnosis), *_figures_html(diagnosis, figures), _events_html(diagnosis), _inputs_html(diagnosis)]
     else:
         title, body = "nothing could be read", [_unread_html(diagnosis)]

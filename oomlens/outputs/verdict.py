@@ -10,7 +10,7 @@ import click
 from ..diagnosis import Diagnosis
 from ..events import Event
 from ..kinds import device_values
-from ..text import gib
+from ..text import gib, render as render_template
 from .terminal import wrap
 
 LABEL = 12  # the label column; a label as long as it gets two spaces more
@@ -35,15 +35,15 @@ def coverage(diagnosis: Diagnosis) -> tuple[int, int, int]:
 
 def all_clear(diagnosis: Diagnosis, where: str = "above") -> str:
     """What to say when no incident was found: a blanket all clear only when every input
-    was read whole and no process died of a signal, else how much was read and how much
-    was not, and the crashes that are no memory failure."""
+    was read whole, else how much was read and how much was not; and how the run ended
+    when it ended on purpose (ray.kill, Ctrl-C, SIGTERM at a job's end)."""
     read, unread, part = coverage(diagnosis)
     size = sum(i.bytes for i in diagnosis.inputs)
     if not size:  # empty files or an empty stdin: read, and nothing in them
         inputs = "the input read holds" if read == 1 else f"the {read} inputs read hold"
         return f"{inputs} no text at all: this says nothing about the run"
-    died = crashes(diagnosis)
-    found = f"no OOM found in {{}}, but {listed_crashes(died)}, no memory failure" if died else "no OOM or crash found in {}"
+    ended = ends(diagnosis)
+    found = "no OOM or crash found in {}" + (f"; {listed_ends(ended)}" if ended else "")
     if not unread and not part:
         return found.format("these logs")
     missing = [f"{unread} could not be read" if unread else "", f"{part} could be read only in part" if part else ""]
@@ -53,26 +53,26 @@ def all_clear(diagnosis: Diagnosis, where: str = "above") -> str:
     )
 
 
-CRASHES_TOLD = 3  # the crashes an all clear names; the rest are counted
+ENDS_TOLD = 3  # the ends on purpose an all clear names; the rest are counted
 
 
-def crashes(diagnosis: Diagnosis) -> list[str]:
-    """The processes the logs say died of a signal (abseil's "*** SIGSEGV received at time=",
-    which Ray's workers print): no event kind of the contract, but no all clear either."""
-    told: dict[tuple, str] = {}
-    for clue in diagnosis.clues:
-        signal = clue.fields.get("signal") if clue.kind == "clock" else None
-        if signal:
-            who = f" in pid {clue.pid}" if clue.pid is not None else ""
-            told.setdefault((signal, clue.pid, clue.node), f"{signal}{who}" + (f" ({clue.actor})" if clue.actor else ""))
-    return list(told.values())
+def ends(diagnosis: Diagnosis) -> list[str]:
+    """The processes the logs say were ended on purpose (a kind's `intended`: ray.kill,
+    Ctrl-C, SIGTERM at a job's end), each told by its kind's `ended` template, once."""
+    told: dict[str, None] = {}
+    for event in diagnosis.events:
+        kind = diagnosis.kinds[event.kind]
+        if kind.on_purpose(event.fields):
+            values: dict[str, Any] = {"pid": event.pid, "actor": event.actor, "at": f" at {_clock(event.time)}" if event.time else ""}
+            values.update((k, v) for k, v in event.fields.items() if v is not None)
+            told.setdefault(render_template(kind.ended, values))
+    return list(told)
 
 
-def listed_crashes(died: list[str]) -> str:
-    """The crashes named, up to CRASHES_TOLD, the rest counted."""
-    more = len(died) - CRASHES_TOLD
-    head = ", ".join(died[:CRASHES_TOLD]) + (f" and {more} more" if more > 0 else "")
-    return f"a process died of a signal: {head}" if len(died) == 1 else f"processes died of signals: {head}"
+def listed_ends(ended: list[str]) -> str:
+    """The ends on purpose named, up to ENDS_TOLD, the rest counted."""
+    more = len(ended) - ENDS_TOLD
+    return "the run ended on purpose: " + ", ".join(ended[:ENDS_TOLD]) + (f" and {more} more" if more > 0 else "")
 
 
 def nothing_read(diagnosis: Diagnosis, where: str = "above") -> str:
