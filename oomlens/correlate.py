@@ -512,6 +512,20 @@ def _explain_kernel(incident: Incident, context: Context, kind: Kind) -> None:
     incident.confidence = 0.85
 
 
+def _explain_supervisor(incident: Incident, context: Context, kind: Kind) -> None:
+    """A supervisor names a container, a step or a cgroup, seldom the process: the component
+    is the one its own report names, else that of the first worker whose death followed it
+    (Ray's report of the dead worker names its actor and method)."""
+    root = incident.root
+    incident.component = root.component
+    for death in incident.cascade:
+        if death.kind == "ray_worker_died" and death.component and incident.component is None:
+            incident.component = death.component
+            incident.phase = death.method or incident.phase
+            incident.evidence.append(f"Ray reported the death of pid {death.pid} ({identity_of(death) or 'worker'}) after it: {death.component}")
+    incident.confidence = 0.8 if incident.component else 0.7
+
+
 def _explain_failure(incident: Incident, context: Context, kind: Kind) -> None:
     """A failure with no memory failure before it: the process it happened in, little confidence."""
     root = incident.root
@@ -547,6 +561,7 @@ EXPLAINERS: dict[str, Callable[[Incident, Context, Kind], None]] = {
     "ray_summary": _explain_summary,
     "gpu": _explain_gpu,
     "kernel": _explain_kernel,
+    "supervisor": _explain_supervisor,
     "death": _explain_death,
     "timeout": _explain_timeout,
     "failure": _explain_failure,

@@ -1,0 +1,95 @@
+"""Transformer for grammars/containers.lark: Kubernetes' and docker's word on a container.
+
+A status block says what ended a container in a few lines read together: the reason
+OOMKilled (the kernel's memory-cgroup OOM killer, as the runtime saw it) or the kubelet's
+eviction for node memory is a supervisor_oom; an exit code 137 with no such reason is only a
+SIGKILL (a sigkill event, a hint for the reader, no memory of its own).
+"""
+
+from __future__ import annotations
+
+import lark
+
+from oomlens.events import sized
+
+# Kubernetes resource quantities (apimachinery/pkg/api/resource): binary and decimal suffixes
+QUANTITY = {"": 1, "m": 0.001, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+QUANTITY.update({f"{p}i": 1024 ** (n + 1) for n, p in enumerate("KMGTPE")})
+SIGKILL_EXIT = 137  # 128 + SIGKILL: how a shell, docker and Kubernetes tell a process killed by signal 9
+
+
+def quantity(text: str) -> int | None:
+    """Bytes of a Kubernetes quantity ("991045Ki", "1Gi", "500M")."""
+    number = text.rstrip("kmKMGTPEi")
+    return sized(float(number) * QUANTITY[text[len(number) :]])
+
+
+def _plain(value: str) -> str:
+    return value.strip().rstrip(",").strip('"')
+
+
+class Transformer(lark.Transformer):
+    def start(self, lines):
+        facts: dict = {}
+        for line in lines:
+            for key, value in line.items():
+                facts.setdefault(key, value)
+        reason, exit_code = facts.get("reason"), facts.get("exit_code")
+        supervisor = "docker" if facts.get("docker") is not None else "kubernetes"
+        base = {"supervisor": supervisor, "exit_code": exit_code}
+        if reason == "OOMKilled" or facts.get("docker") is True:
+            found = {"action": "OOMKilled", **base, "target": facts.get("target"), "restarts": facts.get("restarts")}
+        elif facts.get("eviction") and facts["eviction"]["resource"] == "memory":
+            found = {"action": "evicted", **base, "target": None, **facts["eviction"]}
+        elif facts.get("system_oom"):
+            found = {"action": "system OOM", **base, "target": None, **facts["system_oom"]}
+        elif exit_code == SIGKILL_EXIT:
+            return [{"kind": "sigkill", "time": facts.get("time"), "fields": {**base, "reason": reason}}]
+        else:
+            return []  # an eviction for disk, a container that ended on its own
+        draft: dict = {"kind": "supervisor_oom", "memory": "host", "fields": found}
+        if facts.get("time"):
+            draft["time"] = facts["time"]
+        if found.get("pid") is not None:
+            draft["pid"] = found["pid"]
+        return [draft]
+
+    def reason(self, items):
+        return {"reason": _plain(items[1])}
+
+    def exit_code(self, items):
+        return {"exit_code": int(items[1])}
+
+    def when(self, items):
+        stamp = _plain(items[1])
+        return {"time": stamp[:-1] + "+00:00" if stamp.endswith("Z") else stamp}
+
+    def eviction(self, items):
+        resource, threshold, *usage = items
+        found = {"resource": str(resource), "threshold_bytes": None, "available_bytes": None}
+        found.update(threshold or {})
+        if usage:
+            found.update(usage[0])
+        return {"eviction": found}
+
+    def threshold(self, items):
+        return {"threshold_bytes": quantity(items[0]), "available_bytes": quantity(items[1])}
+
+    def usage(self, items):
+        name, used, request, *_ = items
+        return {"target": str(name), "used_bytes": quantity(used), "request_bytes": quantity(request)}
+
+    def system_oom(self, items):
+        process, pid = items
+        return {"system_oom": {"process": str(process).strip(), "pid": None if pid is None else int(pid)}}
+
+    def pod_row(self, items):
+        pod, restarts, _rest = items
+        name = str(pod).rsplit(" ", 1)[0] if " " in str(pod) else None
+        return {"reason": "OOMKilled", "target": name, "restarts": None if restarts is None else int(restarts)}
+
+    def docker_oom(self, items):
+        return {"docker": str(items[0]) == "true"}
+
+    def other(self, items):
+        return {}
