@@ -6,8 +6,7 @@ with the component Ray's report of the dead worker names."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import oomlens
 from oomlens.families.containers import QUANTITY, quantity
