@@ -104,7 +104,7 @@ def current_settings(clues: list[Clue]) -> dict[str, Any]:
 
 
 def _holds(rule: dict[str, Any], facts: dict[str, Any]) -> bool:
-    for key in ("framework", "component", "memory", "root_kind", "trend", "style"):
+    for key in ("framework", "component", "memory", "root_kind", "trend", "style", "supervisor", "action"):
         if key not in rule:
             continue
         wanted = rule[key] if isinstance(rule[key], list) else [rule[key]]
@@ -137,6 +137,8 @@ def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Cl
         "root_kind": incident.root.kind,
         "trend": incident.trend,
         "style": flag_style(clues),
+        "supervisor": incident.root.fields.get("supervisor"),  # who ended it, for a supervisor's kill
+        "action": incident.root.fields.get("action"),
     }
     flags = {"sleep_mode": SLEEP_MODE.search(evidence) is not None, "host_pressure": incident.memory == "host"}
     guards = [g for g in _rules()["guard"] if flags.get(g["when"])]

@@ -20,10 +20,18 @@ ENVELOPES = (
 )
 
 
-def verdict_of(tmp_path, text: str) -> dict:  # noqa: ANN001 - pytest's tmp_path
+def diagnosis_of(tmp_path, text: str) -> oomlens.Diagnosis:  # noqa: ANN001 - pytest's tmp_path
     log = tmp_path / "job.log"
     log.write_text(text, encoding="utf-8")
-    return oomlens.analyze(str(log), jobs=1).verdict
+    return oomlens.analyze(str(log), jobs=1)
+
+
+def verdict_of(tmp_path, text: str) -> dict:  # noqa: ANN001 - pytest's tmp_path
+    return diagnosis_of(tmp_path, text).verdict
+
+
+def settings_of(diagnosis: oomlens.Diagnosis) -> list[str]:
+    return [r["setting"] for r in diagnosis.to_dict()["incidents"][0]["remedies"]]
 
 
 def kinds(text: str) -> list[str]:
@@ -187,15 +195,26 @@ def test_slurm_oom_kill_of_a_ray_worker_names_its_component(tmp_path):
         "[2026-03-02T11:04:09.002] error: Detected 1 oom_kill event in StepId=5512.0. Some of the step tasks have been OOM Killed.\n"
         "srun: error: gpu-node-7: task 0: Out Of Memory\n"
     )
-    verdict = verdict_of(tmp_path, text)
+    diagnosis = diagnosis_of(tmp_path, text)
+    verdict = diagnosis.verdict
     assert (verdict["root_kind"], verdict["memory"], verdict["component"]) == ("supervisor_oom", "host", "reward_model")
     assert "slurm" in verdict["summary"]
+    assert "--mem (or --mem-per-cpu, --mem-per-gpu)" in settings_of(diagnosis)
 
 
 def test_kubernetes_oomkilled_of_a_ray_worker_names_its_component(tmp_path):
     text = DEATH.format(actor="CriticModelRayActor") + (
         "$ kubectl describe pod raycluster-worker-critic-5xk2p\n    Last State:     Terminated\n      Reason:       OOMKilled\n      Exit Code:    137\n"
     )
-    verdict = verdict_of(tmp_path, text)
+    diagnosis = diagnosis_of(tmp_path, text)
+    verdict = diagnosis.verdict
     assert (verdict["root_kind"], verdict["memory"], verdict["component"]) == ("supervisor_oom", "host", "critic")
     assert "kubernetes" in verdict["summary"] and "OOMKilled" in verdict["summary"]
+    assert "resources.limits.memory" in settings_of(diagnosis)
+    assert "resources.requests.memory" not in settings_of(diagnosis)  # an eviction's remedy, not an OOM kill's
+
+
+def test_an_eviction_asks_for_a_request_equal_to_the_limit(tmp_path):
+    text = "Status:           Failed\nReason:           Evicted\nMessage:          The node was low on resource: memory. Threshold quantity: 1Gi, available: 991045Ki. \n"
+    diagnosis = diagnosis_of(tmp_path, text)
+    assert settings_of(diagnosis) == ["resources.requests.memory"]
