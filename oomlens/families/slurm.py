@@ -6,7 +6,7 @@ from __future__ import annotations
 import lark
 
 
-def _draft(action: str, target: str, **more: object) -> dict:
+def _draft(action: str, target: str | None, **more: object) -> dict:
     fields = {"supervisor": "slurm", "action": action, "target": target, "count": None, "used_bytes": None, "limit_bytes": None, **more}
     return {"kind": "supervisor_oom", "memory": "host", "fields": fields}
 
@@ -28,6 +28,13 @@ class Transformer(lark.Transformer):
 
     def at_some_point(self, items):
         return _draft("memory limit exceeded", str(items[0]))
+
+    def job_state(self, items):
+        return _draft("job state OUT_OF_MEMORY", None)
+
+    def sacct(self, items):
+        step, _state, _rest = items
+        return _draft("job state OUT_OF_MEMORY", None if step is None else str(step).split()[0])
 
     def srun_oom(self, items):
         host, tasks = items
