@@ -626,7 +626,7 @@ def _explain_supervisor(incident: Incident, context: Context, kind: Kind) -> Non
         if death.kind == "ray_worker_died" and death.component and incident.component is None:
             incident.component = death.component
             incident.phase = death.method or incident.phase
-            incident.evidence.append(f"Ray reported the death of pid {death.pid} ({identity_of(death) or 'worker'}) after it: {death.component}")
+            incident.evidence.append(f"Ray reported the death of pid {death.pid} ({identity_of(death) or 'worker'}): {death.component}")
     incident.confidence = 0.8 if incident.component else 0.7
 
 

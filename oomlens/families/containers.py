@@ -8,6 +8,8 @@ SIGKILL (a sigkill event, a hint for the reader, no memory of its own).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import lark
 
 from oomlens.events import sized
@@ -31,14 +33,21 @@ def _plain(value: str) -> str:
 class Transformer(lark.Transformer):
     def start(self, lines):
         facts: dict = {}
+        section = None
         for line in lines:
+            if "section" in line:
+                section = line["section"]
+            elif "memory" in line:  # a memory: line of describe's Limits: or Requests:
+                facts.setdefault({"Limits:": "limit_bytes", "Requests:": "request_bytes"}.get(section or "", "_memory"), line["memory"])
             for key, value in line.items():
-                facts.setdefault(key, value)
+                if key not in ("section", "memory"):
+                    facts.setdefault(key, value)
         reason, exit_code = facts.get("reason"), facts.get("exit_code")
         supervisor = "docker" if facts.get("docker") is not None else "kubernetes"
         base = {"supervisor": supervisor, "exit_code": exit_code}
         if reason == "OOMKilled" or facts.get("docker") is True:
             found = {"action": "OOMKilled", **base, "target": facts.get("target"), "restarts": facts.get("restarts")}
+            found.update({k: facts[k] for k in ("limit_bytes", "request_bytes") if k in facts})
         elif facts.get("eviction") and facts["eviction"]["resource"] == "memory":
             found = {"action": "evicted", **base, "target": None, **facts["eviction"]}
         elif facts.get("system_oom"):
@@ -63,6 +72,15 @@ class Transformer(lark.Transformer):
     def when(self, items):
         stamp = _plain(items[1])
         return {"time": stamp[:-1] + "+00:00" if stamp.endswith("Z") else stamp}
+
+    def section(self, items):
+        return {"section": str(items[0])}
+
+    def memory(self, items):
+        return {"memory": quantity(items[0])}
+
+    def finished(self, items):
+        return {"time": datetime.strptime(str(items[0]), "%a, %d %b %Y %H:%M:%S %z").isoformat()}
 
     def eviction(self, items):
         resource, threshold, *usage = items
