@@ -53,7 +53,8 @@ class Transformer(lark.Transformer):
         elif facts.get("system_oom"):
             found = {"action": "system OOM", **base, "target": None, **facts["system_oom"]}
         elif exit_code == SIGKILL_EXIT:
-            return [{"kind": "sigkill", "time": facts.get("time"), "fields": {**base, "reason": reason}}]
+            found = {**base, "reason": reason, **({"target": facts["target"]} if "target" in facts else {})}
+            return [{"kind": "sigkill", "time": facts.get("time"), "fields": found}]
         else:
             return []  # an eviction for disk, a container that ended on its own
         draft: dict = {"kind": "supervisor_oom", "memory": "host", "fields": found}
@@ -105,6 +106,10 @@ class Transformer(lark.Transformer):
         pod, restarts, _rest = items
         name = str(pod).rsplit(" ", 1)[0] if " " in str(pod) else None
         return {"reason": "OOMKilled", "target": name, "restarts": None if restarts is None else int(restarts)}
+
+    def docker_ps(self, items):
+        rest = str(items[0] or "").split()
+        return {"docker": False, "exit_code": SIGKILL_EXIT, "target": rest[-1] if rest and not rest[-1].isdigit() else None}
 
     def docker_oom(self, items):
         return {"docker": str(items[0]) == "true"}
