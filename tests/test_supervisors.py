@@ -127,6 +127,17 @@ def test_slurm_s_own_kill_over_the_limit_reads_bytes(used, limit, envelope):
     assert (event.fields["used_bytes"], event.fields["limit_bytes"]) == (used, limit)
 
 
+def test_oomd_s_kill_and_the_service_manager_s_word_on_it_are_one_occurrence():
+    text = (
+        "Sep 02 21:51:58 gpu-ws systemd-oomd[911]: Killed /user.slice/user-1000.slice/user@1000.service/app.slice/vte-spawn-5c1e.scope due to memory pressure"
+        " for /user.slice/user-1000.slice/user@1000.service being 68.27% > 50.00% for > 20s with reclaim activity\n"
+        "Sep 02 21:51:58 gpu-ws systemd[1702]: vte-spawn-5c1e.scope: systemd-oomd killed 64 process(es) in this unit.\n"
+        "Sep 02 21:51:58 gpu-ws systemd[1702]: other.scope: systemd-oomd killed 3 process(es) in this unit.\n"
+    )
+    events = [e for e in oomlens.parse_text(text) if e.kind == "supervisor_oom"]
+    assert sorted((e.fields["target"], e.fields["count"], len(e.sources)) for e in events) == [("other.scope", 3, 1), ("vte-spawn-5c1e.scope", 64, 2)]
+
+
 def test_a_cancelled_slurm_step_and_a_limit_touched_once_are_no_kill():
     assert kinds("slurmstepd: error: *** STEP 22051979.1 ON lrdn1786 CANCELLED AT 2025-10-23T14:31:08 ***") == []
     assert kinds("slurmstepd: Step 4242.0 hit memory limit at least once during execution. This may or may not result in some failure.") == []
@@ -138,7 +149,8 @@ def test_systemd_oomd_s_pressure_kill(now, limit, envelope, marked):
     verb = "Marked /user.slice/app.scope for killing" if marked else "Killed /user.slice/app.scope"
     text = f"{envelope}systemd-oomd[804]: {verb} due to memory pressure for /user.slice being {now // 100}.{now % 100:02d}% > {limit // 100}.{limit % 100:02d}% for > 20s with reclaim activity"
     event = one(text, "supervisor_oom")
-    assert (event.fields["target"], event.fields["pressure_pct"], event.fields["pressure_limit_pct"]) == ("/user.slice/app.scope", now / 100, limit / 100)
+    assert (event.fields["target"], event.fields["cgroup"]) == ("app.scope", "/user.slice/app.scope")
+    assert (event.fields["pressure_pct"], event.fields["pressure_limit_pct"]) == (now / 100, limit / 100)
 
 
 @settings(max_examples=40, deadline=None)

@@ -17,7 +17,8 @@ class Transformer(lark.Transformer):
 
     def oomd(self, items):
         _unit, cgroup, why = items
-        return _draft("systemd-oomd", why.pop("action"), str(cgroup), **why)
+        # the unit is the cgroup's last part: what the service manager's own line names
+        return _draft("systemd-oomd", why.pop("action"), str(cgroup).rstrip("/").rsplit("/", 1)[-1], cgroup=str(cgroup), **why)
 
     def pressure(self, items):
         _parent, now, limit, _rest = items
@@ -32,6 +33,10 @@ class Transformer(lark.Transformer):
             "swap_used_bytes": swap_used,
             "swap_total_bytes": swap_total,
         }
+
+    def oomd_unit(self, items):
+        unit, *count = items
+        return _draft("systemd-oomd", "oomd kill", str(unit), count=int(count[0]) if count else None)
 
     def unit(self, items):
         return _draft("systemd", "unit OOM kill", str(items[0]))
