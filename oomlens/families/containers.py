@@ -64,6 +64,26 @@ class Transformer(lark.Transformer):
             draft["pid"] = found["pid"]
         return [draft]
 
+    def json_obj(self, items):
+        """A status printed as one JSON line: the same facts as its yaml, by key."""
+        facts: dict = {}
+        for key, value in (i for i in items if isinstance(i, tuple)):
+            if isinstance(value, dict):
+                facts.update((k, v) for k, v in value.items() if k not in facts)
+            elif key == "reason":
+                facts["reason"] = value
+            elif key == "exitCode" and isinstance(value, int):
+                facts["exit_code"] = value
+            elif key == "finishedAt" and isinstance(value, str):
+                facts["time"] = value[:-1] + "+00:00" if value.endswith("Z") else value
+        return facts
+
+    def jpair(self, items):
+        key, value = items
+        if isinstance(value, lark.Token):
+            value = str(value).strip('"') if value.type == "JSTR" else int(value) if value.type == "SIGNED" else str(value)
+        return str(key).strip('"'), value
+
     def reason(self, items):
         return {"reason": _plain(items[1])}
 
