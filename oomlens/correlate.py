@@ -95,6 +95,8 @@ class Context:
     by bisection: runs have tens of thousands of events and thousands of tracebacks."""
 
     def __init__(self, clues: list[Clue]) -> None:
+        self.titles: dict[int, set[str]] = {}  # pid -> the names the logs give that process (names_seen)
+        self.names: set[str] = set()  # every worker name the logs spell in full
         self.by_path: dict[str, list[Clue]] = {}
         for clue in clues:
             if clue.kind == "context":
@@ -543,8 +545,10 @@ def _explain_gpu(incident: Incident, context: Context, kind: Kind) -> None:
 
 
 def _explain_kernel(incident: Incident, context: Context, kind: Kind) -> None:
-    """The kernel names only a 15-character comm; Ray's report of the same pid's death, or
-    the caller's traceback, says which actor and method it was."""
+    """The kernel names only a 15-character comm; Ray's report of the same pid's death, the
+    names the logs spell in full, or the caller's traceback say which actor and method it
+    was. Its task table says who held the memory: Ray sets oom_score_adj 1000 on its workers,
+    so the OOM killer picks a worker first, not the biggest process."""
     f = incident.root.fields
     incident.evidence.append(f"the Linux OOM killer killed pid {f.get('pid')} ({f.get('process')}), anon-rss {gib(f.get('anon_rss_bytes'))}")
     incident.component = incident.root.component
@@ -554,7 +558,121 @@ def _explain_kernel(incident: Incident, context: Context, kind: Kind) -> None:
             incident.phase = death.method or incident.phase
             incident.evidence.append(f"Ray reported the death of pid {death.pid} ({identity_of(death) or 'worker'}): {death.component}")
             break
+    incident.component = incident.component or process_component(f.get("process"), f.get("pid"), context)
     incident.confidence = 0.85
+    holder = task_holder(f)
+    if holder is not None:
+        rows = f["tasks"]
+        held = process_component(holder["name"], holder["pid"], context)
+        if held is None and _is_driver(holder["name"], rows):
+            held = "driver"
+        incident.culprit = {"pid": holder["pid"], "bytes": holder["bytes"], "command": holder["name"]}
+        incident.evidence.append(
+            f"the kernel's task table: pid {holder['pid']} ({holder['name']}) held the most memory, {gib(holder['bytes'])} "
+            f"({holder['rss_pages'] / f['tasks_rss_pages']:.0%} of the rss of the {f.get('tasks_listed')} tasks listed), not the victim"
+            + (f" (oom_score_adj {f['oom_score_adj']})" if f.get("oom_score_adj") is not None else "")
+        )
+        incident.component = held
+        incident.confidence = 0.8 if held else 0.6
+
+
+# -- processes as the kernel names them --------------------------------------------------------
+
+TASK_COMM_LEN = 16  # the kernel keeps a task's name in 16 bytes, its NUL among them: a longer one is cut to 15
+PAGE_SIZES = (4096, 16384, 65536)  # x86-64's, and an arm64 kernel's 16 KiB or 64 KiB pages
+
+
+def names_seen(events: list[Event], context: Context) -> None:
+    """The worker names the logs spell in full, and by pid: a Ray prefix `(Class pid=N)`, a
+    remote-task header, a kill report's Top-10 row. The kernel's cut names are read by them."""
+
+    def learn(name: str | None, pid: int | None) -> None:
+        if name:
+            context.names.add(name)
+            if pid is not None:
+                context.titles.setdefault(pid, set()).add(name)
+
+    for event in events:
+        learn(identity_of(event), event.pid)
+        for row in event.fields.get("top") or []:
+            if isinstance(row, dict) and str(row.get("command", "")).startswith("ray::"):
+                learn(row["command"][5:], row.get("pid"))
+    for clues in context.by_path.values():
+        for clue in clues:
+            learn(clue.actor, clue.pid)
+            if task := clue.fields.get("task"):
+                learn(f"{task['actor']}.{task['method']}" if task.get("actor") else task.get("method"), task.get("pid"))
+
+
+def process_component(name: str | None, pid: int | None, context: Context) -> str | None:
+    """The component of a process the kernel names by its comm: a Ray worker's title
+    (`ray::Class.method`, `ray::function`) cut to 15 characters. What the logs call the same
+    pid first; else the component of every full name the cut begins, the names the logs spell
+    and then those the frameworks give (data/components.toml, [cut]), when they all name one."""
+    if not name or not name.startswith("ray::"):
+        return None
+    for full in sorted(context.titles.get(pid, ())) if pid is not None else ():
+        if full.startswith(name[5:].split(".")[0]) and (component := component_of(full)):
+            return component
+    title = name[5:]
+    if len(name) < TASK_COMM_LEN - 1:
+        return component_of(title)
+    for names in (context.names, _known_names()):
+        found = {component_of(full) for full in names if full.startswith(title)}
+        if found:
+            return found.pop() if len(found) == 1 else None  # a cut two names share names neither
+    return component_of(title)
+
+
+@functools.cache
+def _known_names() -> frozenset[str]:
+    return frozenset(load("components.toml")["cut"]["names"])
+
+
+@functools.cache
+def _driver_comm() -> re.Pattern[str]:
+    return re.compile(load("components.toml")["cut"]["driver"])
+
+
+def _is_driver(name: str, rows: list[dict]) -> bool:
+    """A python process among Ray workers in one task table: the driver (workers are titled
+    `ray::...`, the raylet and the GCS by their own names)."""
+    return bool(_driver_comm().match(name)) and any(r["name"].startswith("ray::") for r in rows)
+
+
+def task_holder(f: dict[str, Any]) -> dict[str, Any] | None:
+    """The task that held the memory when the kernel killed another one: the biggest by rss of
+    its task table, when that is not the victim, holds more than the victim and at least
+    HELD_SHARE of the rss of the tasks listed. Its bytes are its pages times the page size,
+    which the victim's own row and its kill line tell."""
+    rows = [r for r in f.get("tasks") or [] if isinstance(r, dict)]
+    if not rows or not f.get("tasks_rss_pages") or f.get("pid") is None:
+        return None
+    biggest = max(rows, key=lambda r: r["rss_pages"])
+    victim = next((r for r in rows if r["pid"] == f["pid"]), None)
+    if biggest["pid"] == f["pid"] or biggest["rss_pages"] < HELD_SHARE * f["tasks_rss_pages"]:
+        return None
+    if victim is not None and victim["rss_pages"] >= biggest["rss_pages"]:
+        return None
+    page = PAGE_SIZES[0]
+    killed = sum(f.get(k) or 0 for k in ("anon_rss_bytes", "file_rss_bytes", "shmem_rss_bytes"))
+    if victim is not None and victim["rss_pages"] and killed:
+        page = min(PAGE_SIZES, key=lambda size: abs(killed / victim["rss_pages"] - size))
+    return {**biggest, "bytes": biggest["rss_pages"] * page}
+
+
+def _explain_supervisor(incident: Incident, context: Context, kind: Kind) -> None:
+    """A supervisor names a container, a step or a cgroup, seldom the process: the component
+    is the one its own report names, else that of the first worker whose death followed it
+    (Ray's report of the dead worker names its actor and method)."""
+    root = incident.root
+    incident.component = root.component
+    for death in incident.cascade:
+        if death.kind == "ray_worker_died" and death.component and incident.component is None:
+            incident.component = death.component
+            incident.phase = death.method or incident.phase
+            incident.evidence.append(f"Ray reported the death of pid {death.pid} ({identity_of(death) or 'worker'}): {death.component}")
+    incident.confidence = 0.8 if incident.component else 0.7
 
 
 def _explain_failure(incident: Incident, context: Context, kind: Kind) -> None:
@@ -605,6 +723,7 @@ EXPLAINERS: dict[str, Callable[[Incident, Context, Kind], None]] = {
     "gpu": _explain_gpu,
     "in_process": _explain_gpu,  # any allocation that failed in the process that made it (host_alloc_failure)
     "kernel": _explain_kernel,
+    "supervisor": _explain_supervisor,
     "death": _explain_death,
     "timeout": _explain_timeout,
     "failure": _explain_failure,
@@ -617,6 +736,7 @@ def correlate(events: list[Event], clues: list[Clue], kinds: Kinds) -> tuple[lis
     ordered = one_clock(events)
     context = Context(clues)
     attribute(events, context, kinds)  # each event on its own: in the order they were read, which is their order in memory
+    names_seen(events, context)
     incidents = group(ordered, kinds)
     trends = None  # read only when an incident needs them: a healthy run has none
     for number, incident in enumerate(incidents, 1):

@@ -115,7 +115,7 @@ def cause_words(cause: str) -> str:
 
 
 def _holds(rule: dict[str, Any], facts: dict[str, Any]) -> bool:
-    for key in ("framework", "component", "memory", "root_kind", "trend", "style", "device", "cause"):
+    for key in ("framework", "component", "memory", "root_kind", "trend", "style", "device", "cause", "supervisor", "action"):
         if key not in rule:
             continue
         wanted = rule[key] if isinstance(rule[key], list) else [rule[key]]
@@ -154,6 +154,8 @@ def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Cl
         "named": {way: str(incident.root.fields.get(f"{way}_setting") or "").split(", ") for way in ("raise", "lower")},
         "trend": incident.trend,
         "style": flag_style(clues),
+        "supervisor": incident.root.fields.get("supervisor"),  # who ended it, for a supervisor's kill
+        "action": incident.root.fields.get("action"),
     }
     flags = {"sleep_mode": SLEEP_MODE.search(evidence) is not None, "host_pressure": incident.memory == "host"}
     guards = [g for g in _rules()["guard"] if flags.get(g["when"])]

@@ -73,15 +73,16 @@ def test_a_family_added_from_outside_is_read_diagnosed_and_rendered(sglang, tmp_
     log.write_text(LOG, encoding="utf-8")
     for jobs in (1, 2):
         found = oomlens.analyze(str(log), jobs=jobs, registry=sglang)
-        [event] = found.events
+        reading, event = found.events  # SGLang's "Load weight end." is a memory reading (readings.lark)
+        assert (reading.kind, reading.fields["label"], reading.fields["free_bytes"]) == ("gpu_memory", "sglang load weight", round(3.12 * 2**30))
         assert (event.kind, event.fields["setting"], event.time) == ("sglang_memory_error", "--mem-fraction-static", "2026-11-26T06:00:02")
         [incident] = found.incidents
         assert (incident.memory, incident.component, incident.confidence) == ("gpu", "rollout", 0.85)
         assert found.verdict["summary"] == "GPU memory: SGLang could not fit its KV cache after 2026-11-26 06:00:02 (raise --mem-fraction-static)"
         assert "--mem-fraction-static too small" in table(found, width=200)
         assert "### Incident i1: SGLang memory error (gpu)" in found.to_markdown()
-        assert found.to_dict()["events"][0]["kind"] == "sglang_memory_error"
-        assert list(found.to_frame()["kind"]) == ["sglang_memory_error"]
+        assert found.to_dict()["events"][1]["kind"] == "sglang_memory_error"
+        assert list(found.to_frame()["kind"]) == ["gpu_memory", "sglang_memory_error"]
     page = found.to_html(tmp_path / "r.html").read_text(encoding="utf-8")
     assert "SGLang memory error" in page and "#17becf" in page
 

@@ -70,8 +70,18 @@ class Transformer(lark.Transformer):
         return {"label": str(items[0]), "phase": None, "role": None}
 
     def gb_wording(self, items):
-        allocated, reserved, used_total = items
-        return {"allocated_bytes": _gib(allocated), "reserved_bytes": _gib(reserved), **(used_total or {})}
+        allocated, reserved, more = items
+        return {"allocated_bytes": _gib(allocated), "reserved_bytes": reserved, **(more or {})}
+
+    def reserved_gib(self, items):
+        return _gib(items[0])
+
+    def reserved_mib(self, items):
+        return to_bytes(items[0], "MiB")
+
+    def roll_tail(self, items):
+        peak, rss, used = items
+        return {"peak_reserved_bytes": _gib(peak), "rss_bytes": _gib(rss), "used_bytes": _gib(used)}
 
     def used_total(self, items):
         used, total = items

@@ -7,6 +7,8 @@ line comes last, so its facts win where two lines say the same thing.
 
 from __future__ import annotations
 
+from typing import Any
+
 import lark
 
 from oomlens.events import to_bytes
@@ -48,11 +50,40 @@ def _victim(pid, process: str, uid: int | None, sizes: dict | None) -> dict:
     return {"pid": int(pid), "process": process, "uid": uid, **(sizes or {})}
 
 
+TOP_TASKS = 10  # rows of the task dump kept: the biggest by rss (a node lists hundreds)
+
+
+def _tasks(columns: list[str], rows: list[list[str]]) -> dict:
+    """The task dump read by its header's columns: the biggest tasks by rss (in pages, as the
+    kernel prints them), how many were listed and their rss together. The victim of a Ray
+    node is often not the biggest: Ray sets oom_score_adj 1000 on its workers."""
+    tasks: list[dict[str, Any]] = []
+    for row in rows:
+        values = dict(zip(columns, row[1 : len(columns)], strict=False))
+        name = " ".join(row[len(columns) :])
+        try:
+            pid, rss, adj = int(row[0].strip("[]")), int(values["rss"]), int(values.get("oom_score_adj", 0))
+        except (KeyError, ValueError):
+            continue  # a row cut or joined to the next one: not read
+        tasks.append({"pid": pid, "rss_pages": rss, "oom_score_adj": adj, "name": name})
+    top = sorted(tasks, key=lambda t: -t["rss_pages"])[:TOP_TASKS]
+    return {"tasks": top, "tasks_listed": len(tasks), "tasks_rss_pages": sum(t["rss_pages"] for t in tasks)} if tasks else {}
+
+
 class Transformer(lark.Transformer):
     def start(self, lines):
         fields: dict = {}
+        columns: list[str] = []
+        rows: list[list[str]] = []
         for line in lines:
-            fields.update((k, v) for k, v in line.items() if v is not None)
+            if "_columns" in line:
+                columns = line["_columns"]
+            elif "_row" in line:
+                rows.append(line["_row"])
+            else:
+                fields.update((k, v) for k, v in line.items() if v is not None)
+        if columns and rows:
+            fields.update(_tasks(columns, rows))
         if all(fields.get(name) is None for name in EVIDENCE):
             return []
         return [
@@ -123,6 +154,14 @@ class Transformer(lark.Transformer):
 
     def kb(self, items):
         return to_bytes(items[0], "kB")
+
+    def tasks_head(self, items):
+        # "[  pid  ]   uid  tgid ... name": the columns after the pid, the comm's last
+        return {"_columns": str(items[0]).split("]", 1)[1].split()}
+
+    def task_row(self, items):
+        pid, rest = str(items[0]).split("]", 1)
+        return {"_row": [pid.strip("[ "), *rest.split()]}
 
     def other(self, items):
         return {}
