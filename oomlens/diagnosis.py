@@ -17,7 +17,7 @@ from .events import Clue, Event, copy_of, number
 from .kinds import Kinds, shipped
 from .remedies import detect_frameworks, detect_versions, evidence_text, remedies_for
 from .sources import Input
-from .text import render
+from .text import render, when
 from .timeline import Sample, samples
 
 if TYPE_CHECKING:
@@ -226,11 +226,8 @@ def summary(incident: Incident, kinds: Kinds) -> str:
     """One sentence a person reads first: the root's kind's `summary` (data/kinds.toml),
     told when and where it happened as far as the logs say."""
     root = incident.root
-    at = f" at {root.time.replace('T', ' ')}" if root.time else ""
-    if root.time_inferred or root.time is None:  # its line prints no time: say what is known, no more
-        early, late = (t.replace("T", " ") if t else None for t in (root.time, root.time_latest))
-        at = f" between {early} and {late}" if early and late else f" after {early}" if early else f" before {late}" if late else ""
-    told: dict[str, Any] = {"pid": root.pid, "actor": root.actor, "rank": root.rank, "gpu": root.gpu, "node": root.node, "method": root.method}
-    told.update((k, v) for k, v in root.fields.items() if k not in told or v is not None)
-    told.update(at=at, on_node=f" on node {root.node}" if root.node else "", fields=root.fields)
+    told_when = when(root.time, root.time_latest, root.time_inferred)  # its line may print no time: what is known, no more
+    at = f" at {told_when}" if told_when and root.time and not root.time_inferred else f" {told_when}" if told_when else ""
+    told = root.values()
+    told.update(at=at, on_node=f" on node {root.node}" if root.node else "")
     return render(kinds[root.kind].summary, told)
