@@ -122,8 +122,8 @@ def _diagnose(
     The pipeline is imported here, not with the command line: `--help` needs only click."""
     from . import pipeline
     from .cluster import ClusterError, NoRay
+    from .outputs.terminal import escape as one_line
     from .reduce import BUCKETS
-    from .sources import one_line
 
     if not paths and cluster is None:
         raise click.UsageError("give PATHS to read, or --cluster ADDRESS")
@@ -357,7 +357,7 @@ def watch(path: str | None, interval: float, once: bool, cluster: str | None, jo
 
     import orjson
 
-    from .sources import one_line
+    from .outputs.terminal import escape as one_line
 
     if cluster is not None:
         _watch_cluster(cluster, path, interval, once, jobs, session, node_timeout)
@@ -392,7 +392,7 @@ def _watch_cluster(address: str, path: str | None, interval: float, once: bool, 
     import orjson
 
     from .cluster import Cluster, ClusterError, NoRay, Rounds
-    from .sources import one_line
+    from .outputs.terminal import escape as one_line
 
     rounds = Rounds(address, (path,) if path else (), jobs, session, node_timeout)
     try:

@@ -1,0 +1,295 @@
+"""What a user reads first is right, whole and ready to paste (issue 31, items 3-8, and
+issue 32 item 10): no `?` in a sentence, a message with no numbers quoted, a cascade
+grouped and counted, fixes one a line in the form they are pasted, a line with no time
+told as the interval its neighbours bound, a pipe never wrapped, and no control character
+of a log reaching a terminal."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import oomlens
+from conftest import REAL, SESSIONS
+from oomlens.events import Event, Source
+from oomlens.kinds import shipped
+from oomlens.outputs.table import render as table
+from oomlens.outputs.verdict import fix_lines, grouped, spans
+from oomlens.remedies import new_value, worked_out
+from oomlens.text import SPECS, compile_template, render, when
+
+INCIDENTS = REAL.parent / "incidents"
+SGR = re.compile(r"\x1b\[[0-9;]*m")  # the only escape the tool writes: its own colours
+UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def analyzed(*paths) -> oomlens.Diagnosis:
+    return oomlens.analyze(*map(str, paths), jobs=1)
+
+
+# 1. No `?` in what a person reads: every field a log may leave out sits in a group
+
+SAMPLE = {  # a value of each template spec, as an event would hold it
+    None: "v",
+    "gib": 3 * 1024**3,
+    "size": 3 * 1024**3,
+    "victims": [{"pid": 7, "name": "ray::A", "bytes": 1024**3}],
+    "first_top": [{"pid": 7, "command": "ray::A", "bytes": 1024**3}],
+    "memory_sizes": {"allocated_bytes": 1024**3},
+}
+ALWAYS = {"at": "", "on_node": "", "fields": {}, "said": "CUDA Error: out of memory"}  # what every event gives a template
+
+
+def names(template: str) -> dict[str, str | None]:
+    """The fields a template names, with the spec each is written in."""
+    found: dict[str, str | None] = {}
+    for piece in compile_template(template):
+        for part in [piece] if not isinstance(piece, tuple) or isinstance(piece[0], str) else [p for alt in piece for p in alt]:
+            if isinstance(part, tuple):
+                found.setdefault(part[0], part[1])
+    return found
+
+
+TEMPLATES = [(kind.name, which, text) for kind in shipped().values() for which, text in (("summary", kind.summary), ("details", kind.details)) if text]
+
+
+@pytest.mark.parametrize(("kind", "which", "template"), TEMPLATES, ids=[f"{k}.{w}" for k, w, _ in TEMPLATES])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_no_sentence_of_any_kind_says_a_question_mark_whatever_the_log_left_out(kind, which, template, data):
+    fields = {name: spec for name, spec in names(template).items() if name not in ALWAYS}
+    shown = data.draw(st.sets(st.sampled_from(sorted(fields))) if fields else st.just(set()))
+    values = {**ALWAYS, **{name: SAMPLE[fields[name]] if name in shown else None for name in fields}}
+    assert "?" not in render(template, values), (kind, which, shown)
+
+
+def test_a_group_needs_every_field_it_names():
+    assert render("[{u:gib}/{t:gib} GiB|not shown]", {"u": 1024**3}) == "not shown"
+    assert render("[{u:gib}/{t:gib} GiB|not shown]", {"u": 1024**3, "t": 2 * 1024**3}) == "1.00/2.00 GiB"
+    assert set(SAMPLE) - {None} == set(SPECS)  # the property above tries every spec
+
+
+@pytest.mark.parametrize(
+    ("log", "message"),
+    [
+        ("127_opensoraplan_386.log", "enqueue.cc:1085 NCCL WARN Cuda failure 'out of memory'"),
+        ("194_lmmr1_43.log", "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"),
+    ],
+)
+def test_a_message_that_gives_no_numbers_is_quoted_not_questioned(log, message):
+    """Real NCCL and vLLM cumem OOMs print no sizes: the headline and the row quote them."""
+    diagnosis = analyzed(REAL / log)
+    assert diagnosis.verdict is not None
+    assert diagnosis.verdict["summary"] == f'GPU memory OOM ("{message}")'
+    out = table(diagnosis)
+    assert "?" not in out and f'ROOT CAUSE  GPU memory OOM ("{message}")' in out
+    assert "tried" not in out  # no number it did not print
+
+
+def test_sizes_a_message_prints_are_told_as_before():
+    diagnosis = analyzed(INCIDENTS / "orz-ppo-cuda-oom-at-load" / "driver-console.log")
+    assert diagnosis.verdict is not None
+    assert "(CUDA out of memory: tried to allocate 2.37 GiB, 0.27 GiB free of 79.11 GiB)" in diagnosis.verdict["summary"]
+
+
+# 2. A cascade grouped, counted, never cut
+
+
+def watchdog(rank: int, second: int) -> Event:
+    return Event(
+        "watchdog_timeout",
+        Source(f"worker-{rank}.err", 3, 3),
+        "[Rank 0] Watchdog caught collective operation timeout",
+        time=f"2026-11-22T09:12:{second:02d}.100",
+        rank=rank,
+        pid=100 + rank,
+        fields={"watchdog": "nccl", "seq": 7},
+    )
+
+
+def test_a_cascade_of_like_failures_is_one_counted_line():
+    members = [watchdog(rank, 58 + min(rank, 1)) for rank in range(8)]
+    members[7].time = "2026-11-22T09:13:01.000"
+    kinds = shipped()
+    assert grouped(members, kinds) == ["8× watchdog timeout, ranks 0–7, 09:12:58–09:13:01"]
+    members.append(dataclasses.replace(watchdog(0, 59), kind="ray_worker_died", rank=None, actor="WorkerDict", pid=42, fields={}))
+    assert grouped(members, kinds)[1] == "worker death, actor WorkerDict, 09:12:59"
+    assert spans([0, 1, 2, 3, 5, 7, 8]) == "0–3, 5, 7–8"
+
+
+def test_every_member_of_a_long_real_cascade_is_counted_in_the_verdict():
+    diagnosis = analyzed(INCIDENTS / "cascade-kernel-oom-multinode" / "session")
+    [incident] = [i for i in diagnosis.incidents if diagnosis.verdict and i.id == diagnosis.verdict["incident"]]
+    assert len(incident.cascade) > 8  # more than the eight the verdict once kept
+    out = table(diagnosis)
+    told = out.split("CASCADE", 1)[1].split("FIX", 1)[0]
+    counted = sum(int(m.group(1)) if m.group(1) else 1 for m in re.finditer(r"^\s*(?:(\d+)× )?[a-zA-Z]", told, re.M))
+    assert counted == len(incident.cascade)
+    assert len(diagnosis.to_dict()["incidents"][0]["cascade"]) == len(incident.cascade)  # the JSON keeps each
+
+
+# 3. Fixes a user can paste
+
+
+def test_fixes_are_one_a_line_in_the_form_each_setting_takes():
+    diagnosis = analyzed(INCIDENTS / "openrlhf-reward-model-host-oom" / "session")
+    out = table(diagnosis, width=48)
+    lines = out.split("FIX", 1)[1].split("SEEN", 1)[0].splitlines()
+    assert any(line.strip() == "--adam_offload   # add it" for line in lines)
+    assert any(line.strip() == "export RAY_memory_usage_threshold=0.97" for line in lines)  # whole on its line at 48 columns
+    assert "export RAY_memory_usage_threshold=0.97   # higher: now 0.95, halfway to 1; only with care" in table(diagnosis)
+    for remedy in diagnosis.remedies["i1"]:
+        paste = remedy.get("paste")
+        assert paste is None or not re.search(r"[= ](lower|higher|raise|remove)\b", paste), paste
+    verl = analyzed(INCIDENTS / "cascade-kernel-oom-multinode" / "session")
+    fixes = fix_lines(verl.remedies["i1"])
+    assert "data.max_response_length=2048   # lower: now 4096, half of now" in fixes
+    assert "actor_rollout_ref.rollout.free_cache_engine=False" in fixes
+    assert all(";" not in fix for fix in fixes)
+
+
+def test_a_direction_with_no_value_now_is_said_beside_the_setting():
+    rule = {"setting": "reward_model.micro_batch_size_per_gpu", "value": "lower"}
+    assert worked_out(rule, None, None) == {"paste": None, "value": "lower", "direction": "lower", "note": "lower: its value now is not in these logs"}
+    assert fix_lines([{"framework": "verl", **rule, **worked_out(rule, None, None)}]) == [
+        "reward_model.micro_batch_size_per_gpu   # lower: its value now is not in these logs"
+    ]
+    cli = {"setting": "--vllm_gpu_memory_utilization", "value": "lower (e.g. 0.5)"}
+    assert worked_out(cli, 0.9, 0.1)["paste"] == "--vllm_gpu_memory_utilization 0.75"
+
+
+@given(current=st.floats(0.05, 0.99), over=st.none() | st.floats(0, 1))
+def test_a_lower_fraction_is_lower_by_at_least_how_far_it_went_over(current, over):
+    found = new_value("lower", current, over)
+    if found is not None:
+        value = float(found[0])
+        assert 0.05 <= value < current and round(value * 20, 6) == int(round(value * 20, 6))
+        assert over is None or value <= current - over + 1e-9
+
+
+@given(current=st.integers(1, 1 << 20))
+def test_a_lower_count_is_half_and_never_zero(current):
+    found = new_value("lower", current, None)
+    assert (found is None) == (current == 1)
+    assert found is None or 1 <= int(found[0]) < current
+
+
+# 4. A line that printed no time is the interval its neighbours bound
+
+
+def test_an_inferred_time_is_an_interval_in_words_everywhere_the_terminal_says_it():
+    assert when("2026-03-04T03:33:59", "2026-03-04T03:44:22.152", True) == "between 2026-03-04 03:33:59 and 03:44:22.152"
+    assert when("2026-03-04T03:33:59", None, True) == "after 2026-03-04 03:33:59"
+    assert when(None, "2026-03-05T00:00:01", True) == "before 2026-03-05 00:00:01"
+    assert when("2026-03-04T23:59:59", "2026-03-05T00:00:01", True) == "between 2026-03-04 23:59:59 and 2026-03-05 00:00:01"
+    diagnosis = analyzed(REAL / "126_ray_44292.log")
+    [event] = diagnosis.events
+    assert event.time_inferred
+    out = table(diagnosis)
+    assert "between 2024-03-27 00:47:05.906 and 00:47:10.438" in out and "~" not in out
+    assert any("between 2024-03-27 00:47:05.906 and 00:47:10.438" in line for i in diagnosis.incidents for line in i.evidence)
+
+
+# 5. A pipe is never wrapped; a terminal is
+
+
+def test_a_pipe_gets_whole_lines_and_a_terminal_width_wraps():
+    session = SESSIONS / "ray2.60-b-rl-actor-oom"
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR", "NO_COLOR")}
+    run = subprocess.run([sys.executable, "-m", "oomlens", "parse", str(session), "-j", "1"], capture_output=True, text=True, timeout=120, env=env)
+    lines = run.stdout.splitlines()
+    assert run.returncode == 0 and "\x1b" not in run.stdout
+    assert max(map(len, lines)) > 80
+    diagnosis = analyzed(session)
+    summary = diagnosis.verdict["summary"] if diagnosis.verdict else ""
+    assert any(line == f"ROOT CAUSE  {summary}" for line in lines)  # one line, however long
+    for event in diagnosis.events:
+        if event.kind != "gpu_memory":
+            assert any(f"{event.source.path.rsplit('/', 1)[-1]}:{event.source.line}" in line for line in lines) or "*" in run.stdout
+
+
+# 6. No control character of a log reaches a terminal (issue 32, item 10)
+
+HOSTILE = [
+    "\x1b]52;c;ZWNobyBwd25lZA==\x07",  # OSC 52: writes the clipboard
+    "\x1b]0;pwned\x07",  # OSC 0: the window title
+    "\x1bc",  # ESC c: resets the terminal
+    "\x1bP1$qm\x1b\\",  # DCS
+    "\x9b31m",  # C1 CSI
+    "abc\x08\x08\x08xyz",  # backspaces
+    "\u202egnp.exe",  # a right-to-left override
+    "\u2066isolate\u2069",
+    "line\rforged",
+]
+hostile_text = st.tuples(st.sampled_from(HOSTILE), st.text(alphabet=st.characters(max_codepoint=0x2070), max_size=6)).map("".join)
+
+
+def poisoned(diagnosis: oomlens.Diagnosis, draw) -> oomlens.Diagnosis:
+    """`diagnosis` with hostile text in every text a log gave it: names, messages, fields,
+    paths, the verdict's sentence, the remedies' current values."""
+    hostile = copy.deepcopy(diagnosis)
+
+    def spoil(value):
+        if isinstance(value, str):
+            return value + draw(hostile_text)
+        if isinstance(value, list):
+            return [spoil(v) for v in value]
+        if isinstance(value, dict):
+            return {k: spoil(v) for k, v in value.items()}
+        return value
+
+    for event in hostile.events:
+        event.actor, event.method, event.node = (spoil(x or "x") for x in (event.actor, event.method, event.node))
+        event.fields = spoil(event.fields)  # every text a grammar read: labels, errors, reasons, names, commands
+        event.text = spoil(event.text)
+        event.source = dataclasses.replace(event.source, path=spoil(event.source.path))
+        event.sources = [event.source]
+    for incident in hostile.incidents:
+        incident.phase = spoil(incident.phase or "x")
+        incident.evidence = spoil(incident.evidence)
+        if incident.culprit:
+            incident.culprit = spoil(incident.culprit)
+    if hostile.verdict:
+        hostile.verdict = {
+            **hostile.verdict,
+            "summary": spoil(hostile.verdict["summary"]) + HOSTILE[0],
+            "component": spoil(hostile.verdict["component"] or "x"),
+        }
+    hostile.remedies = {k: [spoil(r) for r in v] for k, v in hostile.remedies.items()}
+    for item in hostile.inputs:
+        item.path = spoil(item.path)
+        item.problems = spoil(list(item.problems) or ["x"])
+    return hostile
+
+
+SEEN: dict[str, oomlens.Diagnosis] = {}
+
+
+@pytest.mark.parametrize("target", [INCIDENTS / "openrlhf-reward-model-host-oom" / "session", REAL / "127_opensoraplan_386.log"], ids=["cascade", "numberless"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), width=st.sampled_from([None, 200, 80, 40, 12]), colour=st.booleans(), readings=st.booleans())
+def test_hostile_text_in_any_field_reaches_the_table_escaped(target, data, width, colour, readings):
+    from oomlens.outputs.filters import Filters
+
+    diagnosis = SEEN.setdefault(str(target), analyzed(target))
+    out = table(poisoned(diagnosis, data.draw), width, Filters(readings=readings), colour)
+    bare = SGR.sub("", out)
+    assert not UNSAFE.search(bare), repr(UNSAFE.search(bare))
+    assert "\x1b" not in bare and (colour or "\x1b" not in out)
+    assert "\\x1b]" in out  # the hostile text is shown, as an escape (every draw holds a control character, if only the summary's)
+
+
+def test_an_osc_52_in_a_real_log_is_shown_escaped_in_the_table(tmp_path):
+    log = (REAL / "194_lmmr1_43.log").read_text().replace("LLMRayActor", "LLM\x1b]52;c;cHduZWQ=\x07Actor\u202e")
+    (tmp_path / "hostile.log").write_text(log)
+    for colour in ("never", "always"):
+        run = subprocess.run([sys.executable, "-m", "oomlens", "parse", str(tmp_path / "hostile.log"), "--color", colour], capture_output=True, text=True)
+        assert not UNSAFE.search(SGR.sub("", run.stdout)) and "\x1b]" not in run.stdout and "\u202e" not in run.stdout
+    assert "\\x1b]52;c;cHduZWQ=\\x07" in run.stdout or "LLM" not in run.stdout
