@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from . import collector
-from .progress import Progress
 
 if TYPE_CHECKING:
     from .diagnosis import Diagnosis
@@ -119,20 +118,15 @@ def _diagnose(
     A cluster that cannot be read at all ends the command: exit 2 without Ray (a usage
     error: what was asked cannot be done here), 1 when it cannot be reached (nothing read).
 
-    The pipeline is imported here, not with the command line: `--help` needs only click."""
-    from . import pipeline
+    The library is imported here, not with the command line: `--help` needs only click."""
+    from . import analyze
     from .cluster import ClusterError, NoRay
     from .outputs.terminal import escape as one_line
-    from .reduce import BUCKETS
 
     if not paths and cluster is None:
         raise click.UsageError("give PATHS to read, or --cluster ADDRESS")
     try:
-        progress = Progress()
-        diagnosis = pipeline.analyze(
-            *paths, jobs=jobs, progress=progress, budget=None if all_events else BUCKETS, session=session, cluster=cluster, node_timeout=node_timeout
-        )
-        progress.done()
+        diagnosis = analyze(*paths, jobs=jobs, all_events=all_events, session=session, cluster=cluster, node_timeout=node_timeout, progress=True)
     except KeyboardInterrupt:
         click.echo("oomlens: interrupted", err=True)
         raise SystemExit(130) from None

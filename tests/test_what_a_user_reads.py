@@ -293,3 +293,27 @@ def test_an_osc_52_in_a_real_log_is_shown_escaped_in_the_table(tmp_path):
         run = subprocess.run([sys.executable, "-m", "oomlens", "parse", str(tmp_path / "hostile.log"), "--color", colour], capture_output=True, text=True)
         assert not UNSAFE.search(SGR.sub("", run.stdout)) and "\x1b]" not in run.stdout and "\u202e" not in run.stdout
     assert "\\x1b]52;c;cHduZWQ=\\x07" in run.stdout or "LLM" not in run.stdout
+
+
+# 7. The library's public functions are what the command line calls (issue 31, item 19)
+
+
+def test_analyze_tells_a_progress_callable_each_input_found_and_read(tmp_path):
+    for name in ("a.log", "b.log"):
+        (tmp_path / name).write_text("hello world\n" * 100)
+    told: list[tuple[str, int | None]] = []
+    oomlens.analyze(str(tmp_path), jobs=1, progress=lambda item, read=None: told.append((item.path.rsplit("/", 1)[-1], read)))
+    assert [t for t in told if t[1] == 0] == [("a.log", 0), ("b.log", 0)]  # found: the total is known before they are read
+    assert [t for t in told if t[1] is None] == [("a.log", None), ("b.log", None)]
+    assert sum(read for _, read in told if read) == 2 * 1200
+
+
+def test_the_command_line_calls_only_the_library_s_public_functions():
+    import ast
+    from pathlib import Path
+
+    source = Path(oomlens.__file__).with_name("cli.py").read_text(encoding="utf-8")
+    imported = {
+        alias.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom) and node.module in (None, "pipeline") for alias in node.names
+    }
+    assert "pipeline" not in imported and "analyze" in imported
