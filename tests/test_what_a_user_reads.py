@@ -317,3 +317,15 @@ def test_the_command_line_calls_only_the_library_s_public_functions():
         alias.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom) and node.module in (None, "pipeline") for alias in node.names
     }
     assert "pipeline" not in imported and "analyze" in imported
+
+
+# 8. `make demo` installs what `pip install oomlens` installs (issue 31, item 2)
+
+
+def test_make_demo_installs_the_package_without_its_extras():
+    from conftest import ROOT
+
+    planned = subprocess.run(["make", "-n", "-B", "demo"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    installs = [line for line in planned.splitlines() if " install " in line and "--upgrade pip" not in line]
+    assert installs and all("[" not in line and line.rstrip().endswith(" .") for line in installs), installs
+    assert ".venv-demo/bin/oomlens parse" in planned and ".venv/" not in planned
