@@ -66,6 +66,13 @@ class Diagnosis:
         """True when at least one input could be read at all."""
         return any(i.opener is not None and (i.bytes or not i.problems) for i in self.inputs)
 
+    @property
+    def recognised(self) -> bool:
+        """True when anything read looked like a Ray or framework log: an event, a clue (a
+        traceback, a task header, a printed setting, a stamp), a Ray log file's name, or a
+        framework's marks. Nothing found in what nothing was recognised in is no all clear."""
+        return bool(self.events or self.clues or self.frameworks or any(i.role != "other" for i in self.inputs if i.opener is not None))
+
     @functools.cached_property
     def timeline(self) -> list[Sample]:
         """Every memory reading of the events (timeline.samples), made once for every output."""

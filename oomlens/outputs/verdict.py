@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 LABEL = 12  # the label column; a label as long as it gets two spaces more
 TEXT_MIN = 20  # narrower text than this goes under its label instead of beside it
-STYLES = {"ROOT CAUSE": "bold red", "NOTHING READ": "bold red", "FIX": "bold green"}  # modest: the labels only
+STYLES = {"ROOT CAUSE": "bold red", "NOTHING READ": "bold red", "UNRECOGNISED": "bold red", "FIX": "bold green"}  # modest: the labels only
 
 
 def coverage(diagnosis: Diagnosis) -> tuple[int, int, int]:
@@ -35,6 +35,8 @@ def all_clear(diagnosis: Diagnosis, where: str = "above") -> str:
     if not size:  # empty files or an empty stdin: read, and nothing in them
         inputs = "the input read holds" if read == 1 else f"the {read} inputs read hold"
         return f"{inputs} no text at all: this says nothing about the run"
+    if not diagnosis.recognised and not unread and not part:  # read whole, and none of it known
+        return unrecognised(diagnosis)
     died = crashes(diagnosis)
     found = f"no OOM found in {{}}, but {listed_crashes(died)}, no memory failure" if died else "no OOM or crash found in {}"
     if not unread and not part:
@@ -43,6 +45,23 @@ def all_clear(diagnosis: Diagnosis, where: str = "above") -> str:
     return (
         found.format(f"what could be read ({read} of {len(diagnosis.inputs)} input(s), {size:,} bytes)")
         + f"; {' and '.join(m for m in missing if m)}: see the problems {where}, they may hold what went wrong"
+    )
+
+
+NAMES_TOLD = 3  # the inputs an unrecognised read names; the rest are counted
+
+
+def unrecognised(diagnosis: Diagnosis) -> str:
+    """What to say when nothing read looked like a log oomlens knows: what was read, and
+    that it says nothing about the run."""
+    read = [i for i in diagnosis.inputs if i.opener is not None]
+    size = sum(i.bytes for i in read)
+    more = len(read) - NAMES_TOLD
+    names = ", ".join(i.path for i in read[:NAMES_TOLD]) + (f" and {more} more" if more > 0 else "")
+    said = "the input read ({}) did not look" if len(read) == 1 else f"none of the {len(read)} inputs read ({{}}) looked"
+    return (
+        said.format(f"{names}; {size:,} bytes") + " like a Ray or framework log oomlens knows (no Ray log name, no message, "
+        "traceback, setting or stamp it reads): this says nothing about the run"
     )
 
 
@@ -149,7 +168,8 @@ def _rows(diagnosis: Diagnosis) -> list[tuple[str, list[str]]]:
     if not diagnosis.readable:
         return [("NOTHING READ", [nothing_read(diagnosis)])]
     if v is None:
-        return [("VERDICT", [all_clear(diagnosis)])]
+        clear = all_clear(diagnosis)
+        return [("UNRECOGNISED" if clear == unrecognised(diagnosis) else "VERDICT", [clear])]
     rows: list[tuple[str, list[str]]] = [("ROOT CAUSE", [v["summary"]])]
     sessions = sorted({i.session for i in diagnosis.inputs if i.session})
     if v.get("session"):
