@@ -329,3 +329,90 @@ def test_make_demo_installs_the_package_without_its_extras():
     installs = [line for line in planned.splitlines() if " install " in line and "--upgrade pip" not in line]
     assert installs and all("[" not in line and line.rstrip().endswith(" .") for line in installs), installs
     assert ".venv-demo/bin/oomlens parse" in planned and ".venv/" not in planned
+
+
+# 9. Nothing recognised, a line it could not read, a year not printed, missing paths, watch (items 10-13)
+
+
+def oomlens_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR", "NO_COLOR")}
+    return subprocess.run([sys.executable, "-m", "oomlens", *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_a_folder_of_no_known_log_is_no_all_clear(tmp_path, fmt):
+    (tmp_path / "notes.txt").write_text("hello world\n")
+    (tmp_path / "todo.md").write_text("- buy milk\n")
+    run = oomlens_cli("parse", str(tmp_path), "--format", fmt)
+    said = " ".join(run.stdout.split())
+    assert run.returncode == 0 and "no OOM" not in said and "all clear" not in said.lower()
+    assert f"one of the 2 inputs read ({tmp_path}/notes.txt, {tmp_path}/todo.md; 23 bytes) looked like a Ray or framework log" in said
+    assert "this says nothing about the run" in said
+    if fmt == "table":
+        assert run.stdout.startswith("no event to list\n\nUNRECOGNISED")
+    real = oomlens_cli("parse", str(REAL / "007_verl_2151.log"))  # a healthy run's log: recognised, an all clear
+    assert "VERDICT     no OOM or crash found in these logs" in real.stdout
+
+
+def test_a_json_record_it_could_not_decode_is_a_problem_not_an_incident(tmp_path):
+    record = (SESSIONS / "ray2.40-b-rl-actor-oom" / "logs" / "events" / "event_RAYLET.log").read_text().splitlines()[0]
+    events = tmp_path / "logs" / "events"
+    events.mkdir(parents=True)
+    for cut in (300, 600, 1200, len(record) - 3):  # each past the message's first words
+        (events / "event_RAYLET.log").write_text(record[:cut] + "\n")
+        found = analyzed(tmp_path / "logs")
+        assert not found.events and not found.incidents, cut
+        [problem] = found.problems
+        assert problem.endswith("1 JSON record(s) that could not be decoded (cut or corrupted), left out: the report in it is not read (first at line 1)")
+    (events / "event_RAYLET.log").write_text(record + "\n")
+    assert [e.kind for e in analyzed(tmp_path / "logs").events] == ["ray_oom_kill"]  # whole, it is read
+
+
+GLOG = "E1124 06:38:28.654321  4242 ProcessGroupNCCL.cpp:1484] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.\n"
+
+
+@pytest.mark.parametrize(("written", "year"), [("2025-12-01 10:00", 2025), ("2026-01-02 10:00", 2025), ("2026-11-24 06:38", 2026)])
+def test_a_glog_line_alone_takes_its_year_from_the_file_s_last_change(tmp_path, written, year):
+    from datetime import datetime
+
+    log = tmp_path / "worker.err"
+    log.write_text(GLOG)
+    stamp = datetime.fromisoformat(written).timestamp()
+    os.utime(log, (stamp, stamp))
+    found = analyzed(log)
+    [event] = found.events
+    assert event.time == f"{year}-11-24T06:38:28.654" and event.fields["year_from"] == "mtime"
+    assert "year: 1 event(s) printed a time without a year; given the year of their file's last change (as lnav takes it)" in table(found)
+
+
+def test_a_glog_line_beside_stamped_lines_takes_the_run_s_year(tmp_path):
+    (tmp_path / "worker.err").write_text(GLOG)
+    (tmp_path / "driver.log").write_text(
+        "2024-03-27 00:47:05,906\tERROR worker.py:1 -- A worker died or was killed while executing a task by an unexpected system error. "
+        "Worker PID: 23010 Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2.\n"
+    )
+    found = analyzed(tmp_path)
+    watchdog = next(e for e in found.events if e.kind == "watchdog_timeout")
+    assert watchdog.time is not None and watchdog.time.startswith("2024-11-24") and watchdog.fields["year_from"] == "run"
+
+
+@pytest.mark.parametrize("command", ["parse", "watch", "report"])
+def test_a_missing_path_is_one_line_on_stderr_and_exit_1_for_every_command(tmp_path, command):
+    run = oomlens_cli(command, str(tmp_path / "missing"), *(["--once"] if command == "watch" else []), cwd=tmp_path)
+    assert run.returncode == 1
+    assert run.stderr.splitlines() == [f"oomlens: {tmp_path}/missing: no such file or folder: nothing read"]
+
+
+def test_watch_says_what_it_cannot_follow_and_speaks_to_people_in_text(tmp_path):
+    (tmp_path / "empty").mkdir()
+    empty = oomlens_cli("watch", str(tmp_path / "empty"), "--once")
+    assert empty.returncode == 0 and empty.stderr.splitlines() == [f"oomlens: {tmp_path}/empty: no log file in it yet: watching for new ones"]
+    (tmp_path / "core").write_bytes(bytes(range(1, 9)) * 500)
+    binary = oomlens_cli("watch", str(tmp_path / "core"), "--once")
+    assert binary.stderr.splitlines() == [f"oomlens: {tmp_path}/core: binary file (not text): not read, not followed"]
+    session = INCIDENTS / "openrlhf-reward-model-host-oom" / "session"
+    text = oomlens_cli("watch", str(session), "--once", "--format", "text").stdout
+    assert text.startswith("INCIDENT   i1: host memory OOM on node 10.0.0.21 at 2025-04-11 10:12:41.839")
+    assert "export RAY_memory_usage_threshold=0.97" in text and "{" not in text
+    piped = oomlens_cli("watch", str(session), "--once").stdout  # auto: JSON lines on a pipe, for scripts
+    assert piped.startswith('{"oomlens":1,')

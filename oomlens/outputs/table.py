@@ -61,6 +61,7 @@ def render(diagnosis: Diagnosis, width: int | None = None, filters: Filters | No
         parts.append(Text(""))
     parts += [verdict_block(diagnosis, width), Text("")]
     notes = [f"clock: {note.sentence()}" for note in diagnosis.clocks]
+    notes += years_taken(diagnosis.events)
     notes += diagnosis.reduction_notes
     read = sum(1 for i in diagnosis.inputs if i.opener is not None)
     notes.append(f"{len(diagnosis.events)} event(s) in {read} input(s), {sum(i.bytes for i in diagnosis.inputs):,} bytes read")
@@ -72,6 +73,19 @@ def render(diagnosis: Diagnosis, width: int | None = None, filters: Filters | No
     notes += left_out(chosen, len(rows), "reading" in roles)
     parts += [Text(escape(note), overflow="fold") for note in notes]
     return rendered(console(width, colour), *parts)
+
+
+YEAR_FROM = {"run": "the year the run's other stamps print", "mtime": "the year of their file's last change (as lnav takes it)"}
+
+
+def years_taken(events: list[Event]) -> list[str]:
+    """Where the year of times printed without one was taken from (clock._borrow_year)."""
+    taken: dict[str, int] = {}
+    for event in events:
+        source = event.fields.get("year_from")
+        if source in YEAR_FROM:
+            taken[source] = taken.get(source, 0) + 1
+    return [f"year: {n:,} event(s) printed a time without a year; given {YEAR_FROM[source]}" for source, n in taken.items()]
 
 
 def left_out(chosen: Listing, shown: int, readings: bool) -> list[str]:
@@ -143,3 +157,55 @@ def _styled(kind: str, role: str) -> Any:
     from rich.text import Text
 
     return Text(kind, style=KIND_STYLES.get(role, ""), overflow="fold")
+
+
+def watch_text(line: dict[str, Any], width: int | None = None, colour: bool = False) -> str:
+    """One line of `watch` (the contract's watch line) for people: the incident's sentence,
+    component and memory, its cascade grouped and its fixes, labelled as the verdict is;
+    every text of a log escaped."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..correlate import Incident
+    from ..diagnosis import summary as sentence
+    from ..events import Source
+    from ..kinds import shipped
+    from .verdict import fix_lines, grouped
+
+    kinds = shipped()
+    made = {
+        e["id"]: Event(
+            kind=e["kind"],
+            source=Source(e["source"]["path"], e["source"]["line"], e["source"]["end_line"]),
+            text=e.get("text") or "",
+            time=e.get("time"),
+            time_inferred=bool(e.get("time_inferred")),
+            time_latest=e.get("time_latest"),
+            node=e.get("node"),
+            pid=e.get("pid"),
+            actor=e.get("actor"),
+            method=e.get("method"),
+            rank=e.get("rank"),
+            gpu=e.get("gpu"),
+            fields=e.get("fields") or {},
+        )
+        for e in line["events"]
+        if e.get("kind") in kinds
+    }
+    incident = line["incident"]
+    root = made.get(incident["root"])
+    told = sentence(Incident(root=root), kinds) if root is not None else f"an incident rooted in {incident.get('root_kind')}"
+    rows = [("UPDATE" if line.get("update") else "INCIDENT", [f"{incident['id']}: {told}"])]
+    memory = f"{incident['memory']} memory" if incident.get("memory") else "host or GPU not shown in the logs"
+    rows.append(("COMPONENT", [f"{incident.get('component') or 'unknown'} ({memory}, confidence {incident.get('confidence', 0):.2f})"]))
+    cascade = [made[i] for i in incident.get("cascade", []) if i in made]
+    if cascade:
+        rows.append(("CASCADE", grouped(cascade, kinds)))
+    if incident.get("remedies"):
+        rows.append(("FIX", fix_lines(incident["remedies"])))
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for name, lines in rows:
+        grid.add_row(Text(name, style="bold red" if name in ("INCIDENT", "UPDATE") else "bold"), Text("\n".join(escape(x) for x in lines), overflow="fold"))
+    return rendered(console(width, colour), grid, Text(""))
