@@ -27,7 +27,7 @@ CONTRACT_VERSION = 1  # the "oomlens" key of every JSON object oomlens prints (D
 CONFIDENT = 0.5  # below this the verdict names no memory kind: a wrong guess is worse than none
 
 
-@dataclass
+@dataclass(repr=False)
 class Diagnosis:
     """The inputs read, the events found, the incidents they form, and the verdict."""
 
@@ -42,6 +42,19 @@ class Diagnosis:
     clues: list[Clue] = field(default_factory=list)  # context for the correlator, not in the contract
     clocks: list[ClockNote] = field(default_factory=list)  # the clocks corrected to put events on one
     kinds: Kinds = field(default_factory=shipped)  # what the events' kinds mean (data/kinds.toml and any added)
+
+    def __repr__(self) -> str:
+        """One line a notebook cell shows: the verdict and how much was read, not every event."""
+        v = self.verdict
+        said = v["summary"] if v else "no incident" if self.readable else "nothing read"
+        counts = f"{len(self.incidents)} incident(s), {len(self.events):,} event(s) from {len(self.inputs):,} input(s)"
+        return f"<Diagnosis: {_short(said)}; {counts}>"
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows: the verdict block (outputs/verdict.html)."""
+        from .outputs.verdict import html
+
+        return html(self)
 
     @property
     def problems(self) -> list[str]:
@@ -92,12 +105,15 @@ class Diagnosis:
 
         write(self, stream)
 
-    def to_frame(self) -> pandas.DataFrame:
-        """One row per event, sizes in bytes, times as datetimes (outputs/frame.py); pandas
-        is imported here, not with oomlens."""
-        from .outputs.frame import frame
+    def to_frame(self, form: str = "events") -> pandas.DataFrame:
+        """ "events": one row per event, sizes in bytes, times as datetimes; "readings": one
+        row per memory reading, a tidy long frame (metric, bytes, step) that one plot draws
+        for every framework (outputs/frame.py). pandas is imported here, not with oomlens."""
+        from .outputs.frame import frame, readings_frame
 
-        return frame(self)
+        if form not in ("events", "readings"):
+            raise ValueError(f"to_frame: form {form!r} is none of 'events', 'readings'")
+        return frame(self) if form == "events" else readings_frame(self)
 
     def to_markdown(self) -> str:
         """The summary to paste into a GitHub issue (what `parse --format markdown` prints)."""
@@ -111,6 +127,13 @@ class Diagnosis:
         from .outputs.html import write
 
         return write(self, path)
+
+
+SHORT = 160  # the characters of a sentence a repr keeps
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= SHORT else text[: SHORT - 1] + "…"
 
 
 def fingerprint(incident: Incident, framework: str | None) -> str:

@@ -416,3 +416,41 @@ def test_watch_says_what_it_cannot_follow_and_speaks_to_people_in_text(tmp_path)
     assert "export RAY_memory_usage_threshold=0.97" in text and "{" not in text
     piped = oomlens_cli("watch", str(session), "--once").stdout  # auto: JSON lines on a pipe, for scripts
     assert piped.startswith('{"oomlens":1,')
+
+
+# 10. The library in a notebook (items 17, 18)
+
+
+def test_one_plot_of_the_readings_frame_works_for_every_framework():
+    import plotly.express as px
+
+    from oomlens.outputs.frame import READING_COLUMNS
+
+    easyr1 = analyzed(INCIDENTS / "easyr1-gpu-growth")
+    events = easyr1.to_frame()
+    assert events[events.kind == "gpu_memory"].allocated_bytes.notna().sum() == 0  # the README's old plot: empty on EasyR1
+    for run in (easyr1, analyzed(SESSIONS / "ray2.60-b-rl-actor-oom"), analyzed(INCIDENTS / "healthy-noisy-run" / "driver-console.log")):
+        readings = run.to_frame("readings")
+        assert {name: str(dtype) for name, dtype in readings.dtypes.items()} == {
+            name: str(readings[name].dtype) if dtype == "category" else dtype for name, dtype in READING_COLUMNS.items()
+        }
+        assert len(readings) == len(run.timeline) and readings.bytes.notna().all()
+        gpu = readings[readings.memory == "gpu"]
+        assert len(gpu) and px.line(gpu, x="time", y="bytes", color="process", line_dash="metric").data
+    assert set(easyr1.to_frame("readings").metric.dropna()) >= {"used"}
+    steps = analyzed(INCIDENTS / "healthy-noisy-run" / "driver-console.log").to_frame("readings").step
+    assert steps.notna().all() and sorted(steps.unique()) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert list(analyzed(REAL / "127_opensoraplan_386.log").to_frame("readings").columns) == list(READING_COLUMNS)  # none: the same columns
+    with pytest.raises(ValueError):
+        easyr1.to_frame("rows")
+
+
+def test_a_diagnosis_shows_itself_in_a_line_and_its_verdict_in_html():
+    big = analyzed(SESSIONS / "ray2.60-b-rl-actor-oom")
+    assert len(repr(big)) < 300 and repr(big).startswith("<Diagnosis: host memory OOM on node 192.0.2.2")
+    page = big._repr_html_()
+    assert page.startswith("<table>") and "ROOT CAUSE" in page and "reward_model" in page and "<code>" in page
+    hostile = copy.deepcopy(big)
+    assert hostile.verdict is not None
+    hostile.verdict["summary"] = "<img src=x onerror=alert(1)>\x1b]52;c;eA==\x07"
+    assert "<img" not in hostile._repr_html_() and "\x1b" not in hostile._repr_html_() and "<img" in repr(hostile)

@@ -271,3 +271,21 @@ def fix_lines(remedies: list[dict]) -> list[str]:
         note = remedy.get("note")
         lines.append(("  " if several else "") + (f"{said}{NOTE}{note}" if note else said))
     return lines
+
+
+def html(diagnosis: Diagnosis) -> str:
+    """The verdict block as a small HTML table, for a notebook (`Diagnosis._repr_html_`):
+    the same rows as the terminal's, every text escaped, fixes as code to copy."""
+    from html import escape as quoted
+
+    cells = []
+    for name, lines in _rows(diagnosis):
+        if name == "FIX":
+            body = "<br>".join(
+                f"<code>{quoted(escape(line.split(NOTE)[0].strip()))}</code>" + (f" {quoted(escape(line.split(NOTE, 1)[1]))}" if NOTE in line else "")
+                for line in lines
+            )
+        else:
+            body = "<br>".join(quoted(escape(line)) for line in lines)
+        cells.append(f'<tr><th style="text-align:left;vertical-align:top">{quoted(name)}</th><td style="text-align:left">{body}</td></tr>')
+    return f"<table>{''.join(cells)}</table>"
