@@ -1,12 +1,12 @@
-"""The events as a pandas DataFrame: one row per event, for notebooks and dashboards."""
+"""The diagnosis as pandas DataFrames, for notebooks and dashboards: one row per event, or one row per memory reading."""
 
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Any
 
-from ..diagnosis import Diagnosis
 from ..correlate import component_of
+from ..diagnosis import Diagnosis
 from ..events import COMPONENTS
 
 if TYPE_CHECKING:
