@@ -154,7 +154,7 @@ def readings_frame(diagnosis: Diagnosis) -> pandas.DataFrame:
         for name in READING_COLUMNS:
             rows[name].append(values.get(name))
     categories = {**CATEGORIES, "metric": METRICS}
-    columns = {}
+    columns: dict[str, pandas.Series] = {}
     for name, dtype in READING_COLUMNS.items():
         if dtype == "datetime64[ns]":
             times = pd.to_datetime(pd.Series(rows[name], dtype="object"), format="ISO8601", errors="coerce")
