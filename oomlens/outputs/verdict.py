@@ -58,10 +58,12 @@ def unrecognised(diagnosis: Diagnosis) -> str:
     size = sum(i.bytes for i in read)
     more = len(read) - NAMES_TOLD
     names = ", ".join(i.path for i in read[:NAMES_TOLD]) + (f" and {more} more" if more > 0 else "")
-    said = "the input read ({}) did not look" if len(read) == 1 else f"none of the {len(read)} inputs read ({{}}) looked"
+    said = "the input read ({}) looked" if len(read) == 1 else f"none of the {len(read)} inputs read ({{}}) looked"
     return (
-        said.format(f"{names}; {size:,} bytes") + " like a Ray or framework log oomlens knows (no Ray log name, no message, "
-        "traceback, setting or stamp it reads): this says nothing about the run"
+        ("nothing in " if len(read) == 1 else "")
+        + said.format(f"{names}; {size:,} bytes")
+        + " like a Ray or framework log oomlens reads (no Ray log name, no memory line, failure, traceback or setting it knows): "
+        "this says nothing about the run"
     )
 
 
