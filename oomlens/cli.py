@@ -215,7 +215,7 @@ def parse(
         except OSError as err:  # stdout on a full disk
             _unwritable(err)
         if not diagnosis.readable:
-            if not diagnosis.problems:  # each input's problem said it, one line each
+            if len(diagnosis.problems) != 1:  # one problem is the one line that says it; several are summed up
                 click.echo("oomlens: nothing could be read from " + _named(paths, cluster), err=True)
             _leave(1)
         _leave(3 if fail_on == "incident" and diagnosis.incidents else 0)
@@ -284,7 +284,7 @@ def report(
     except OSError as err:  # stdout on a full disk
         _unwritable(err)
     if not diagnosis.readable:
-        if not diagnosis.problems:
+        if len(diagnosis.problems) != 1:
             click.echo("oomlens: nothing could be read from " + _named(paths, cluster), err=True)
         _leave(1)
     _leave(0)
