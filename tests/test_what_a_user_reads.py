@@ -454,3 +454,26 @@ def test_a_diagnosis_shows_itself_in_a_line_and_its_verdict_in_html():
     assert hostile.verdict is not None
     hostile.verdict["summary"] = "<img src=x onerror=alert(1)>\x1b]52;c;eA==\x07"
     assert "<img" not in hostile._repr_html_() and "\x1b" not in hostile._repr_html_() and "<img" in repr(hostile)
+
+
+# 11. One failure told once: the watchdog's two wordings of one timeout (item 4)
+
+
+def test_the_watchdog_s_caught_and_terminated_lines_of_one_timeout_are_one_event(tmp_path):
+    caught = "[rank0]:[E411 10:42:41.548000137 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=891, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800085 milliseconds before timing out."
+    terminated = (
+        "[2025-04-11 10:42:41,567 E 42011 43398] logging.cc:108: Unhandled exception: N3c1016DistBackendErrorE. what(): [PG ID 3 PG GUID openrlhf Rank 0] "
+        "Process group watchdog thread terminated with exception: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=891, OpType=BROADCAST, "
+        "NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800085 milliseconds before timing out."
+    )
+    prefix = "(ActorModelRayActor pid=42011) "
+    (tmp_path / "driver.log").write_text("".join(prefix + line + "\n" for line in (caught, terminated, caught, terminated)))
+    (tmp_path / "job-driver-raysubmit_abc.log").write_text(prefix + caught + "\n" + prefix + terminated + "\n")
+    (tmp_path / "worker-2ece1e971b001c49f99fd3f1d3485bcecab5d0a5d329f7116bc7c355-02000000-42011.err").write_text(caught + "\n" + terminated + "\n")
+    found = analyzed(tmp_path)
+    [event] = [e for e in found.events if e.kind == "watchdog_timeout"]
+    assert event.pid == 42011 and event.fields["seq"] == 891 and len(event.sources) == 8
+    # another process's timeout of the same sequence number stays its own
+    with (tmp_path / "driver.log").open("a") as log:
+        log.write("(ActorModelRayActor pid=42012) " + terminated.replace("42011", "42012").replace("Rank 0", "Rank 1") + "\n")
+    assert sorted(e.pid for e in analyzed(tmp_path).events if e.kind == "watchdog_timeout") == [42011, 42012]
