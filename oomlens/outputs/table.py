@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
 HEADER = ("TIME", "NODE", "PROCESS", "KIND", "DETAILS", "SOURCE")
-DETAILS_MIN = 40  # below this room for DETAILS a block per event reads better than columns
+DETAILS_MIN = 32  # below this room for DETAILS a block per event reads better than columns
 INDENT = 4  # the lines of a block after its first
 # a worker, job or node id in a Ray file name (worker-<40 to 56 hex>-<job hex>-<pid>.out)
 HEX_ID = re.compile(r"[0-9a-f]{16,}(?:-[0-9a-f]{8})?")
@@ -117,9 +117,9 @@ def _cells(event: Event, node: str | None, kinds: Kinds) -> tuple[str, ...]:
 
 def _room(rows: list[tuple[str, ...]], width: int) -> int:
     """The columns DETAILS gets when the others keep their width (SOURCE and PROCESS give
-    up room down to 28 and 20 first, as rich shrinks the widest)."""
+    up room down to 20 first, as rich shrinks the widest)."""
     natural = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
-    others = sum(natural) - natural[4] - max(0, natural[5] - 28) - max(0, natural[2] - 20)
+    others = sum(natural) - natural[4] - max(0, natural[5] - 20) - max(0, natural[2] - 20)
     return width - others - 2 * (len(HEADER) - 1)
 
 
@@ -128,7 +128,9 @@ def _columns(rows: list[tuple[str, ...]], roles: list[str]) -> RenderableType:
 
     table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
     for name in HEADER:
-        table.add_column(name, overflow="fold", min_width=DETAILS_MIN if name == "DETAILS" else None, no_wrap=name in ("TIME", "KIND"))
+        table.add_column(
+            name, overflow="fold", no_wrap=name in ("TIME", "KIND")
+        )  # DETAILS_MIN is checked before: a min_width would push the table past the width
     for row, role in zip(rows, roles, strict=True):
         table.add_row(*row[:3], _styled(row[3], role), *row[4:])
     return table

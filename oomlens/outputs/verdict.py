@@ -226,19 +226,24 @@ TOLD = 4  # names a group of a cascade lists; the rest are counted
 
 
 def _who(members: list[Event]) -> str:
-    """Who a group of like failures hit: ranks as ranges, else actors, else pids."""
+    """Who a group of like failures hit: ranks as ranges when each names its rank, else each
+    process as far as it is named (actor and pid), the first TOLD named and the rest counted."""
     ranks = sorted({e.rank for e in members if e.rank is not None})
-    if ranks:
+    if ranks and all(e.rank is not None for e in members):
         return ("rank " if len(ranks) == 1 else "ranks ") + spans(ranks)
-    for name, values in (("actor", [e.actor for e in members]), ("pid", [e.pid for e in members])):
-        seen = list(dict.fromkeys(str(v) for v in values if v is not None))
-        if seen:
-            more = len(seen) - TOLD
-            listed = ", ".join(seen[:TOLD]) + (f" and {more} more" if more > 0 else "")
-            named = sum(v is not None for v in values)
-            told = f"{name} {listed}" if len(seen) == 1 else f"{len(seen)} {name}s: {listed}"
-            return told if named == len(members) else f"{named} of them {told}"
-    return ""
+    names = list(dict.fromkeys(_name(e) for e in members if _name(e)))
+    unnamed = sum(1 for e in members if not _name(e))
+    if not names:
+        return ""
+    more = len(names) - TOLD
+    told = ", ".join(names[:TOLD]) + (f" and {more} more" if more > 0 else "")
+    return told + (f" ({unnamed} of them name no process)" if unnamed and len(members) > 1 else "")
+
+
+def _name(event: Event) -> str:
+    pid = f"pid {event.pid}" if event.pid is not None else ""
+    rank = f"rank {event.rank}" if event.rank is not None else ""
+    return f"{event.actor} ({pid})" if event.actor and pid else event.actor or pid or rank
 
 
 def spans(numbers: list[int]) -> str:
