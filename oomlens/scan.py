@@ -611,9 +611,10 @@ class Scanner:
 
 
 def _decodes(text: str) -> bool:
-    """Whether a line that opens as a JSON object is one (the envelope then chose not to peel it)."""
+    """Whether a line that opens as a JSON object is one (the envelope then chose not to peel
+    it); an integer past Python's digit limit is still JSON."""
     try:
-        json.loads(text)
+        json.loads(text, parse_int=str)
     except (ValueError, RecursionError):
         return False
     return True
