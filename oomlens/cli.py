@@ -168,7 +168,7 @@ def _diagnose(
     type=click.Choice(["auto", "always", "never"]),
     default="auto",
     show_default=True,
-    help="auto: colour only on a terminal, and not with NO_COLOR set.",
+    help="auto: colour on a terminal or with FORCE_COLOR set, never with NO_COLOR set (as rich reads them); a pipe or a file is never wrapped.",
 )
 def parse(
     paths: tuple[str, ...],
