@@ -610,11 +610,15 @@ class Scanner:
         return self._stamp, self._stamp_node
 
 
+_LENIENT = json.JSONDecoder(parse_int=str, strict=False)
+
+
 def _decodes(text: str) -> bool:
     """Whether a line that opens as a JSON object is one (the envelope then chose not to peel
-    it); an integer past Python's digit limit is still JSON."""
+    it): a whole object first, whatever follows it (a line a paste's layout joined to it); an
+    integer past Python's digit limit, or a raw tab in a string (Ray's GCS writes one), is still JSON."""
     try:
-        json.loads(text, parse_int=str)
+        _LENIENT.raw_decode(text)
     except (ValueError, RecursionError):
         return False
     return True
