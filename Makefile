@@ -13,8 +13,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
-	$(BIN)/oomlens parse fixtures/sessions/ray2.60-b-rl-actor-oom
+# The demo has only what `pip install oomlens` installs (no Ray, Playwright or linters):
+# a venv of its own, so the tests' and checks' extras never make it pass
+DEMO := .venv-demo
+$(DEMO)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(DEMO)
+	$(DEMO)/bin/pip install --quiet --upgrade pip
+	$(DEMO)/bin/pip install --quiet -e .
+	touch $@
+
+demo: $(DEMO)/.installed
+	$(DEMO)/bin/oomlens parse fixtures/sessions/ray2.60-b-rl-actor-oom
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest
@@ -44,4 +53,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py; tree=$$?; $(BIN)/python bench/hostile.py; hostile=$$?; $(BIN)/python bench/flood.py && exit $$((tree || hostile))
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) $(DEMO) build dist *.egg-info

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .correlate import Incident
     from .diagnosis import Diagnosis
     from .events import Event
+    from .progress import Tick
     from .registry import Registry
 
 __all__ = ["CONTRACT_VERSION", "Diagnosis", "Event", "Incident", "Registry", "analyze", "parse_text", "schema"]
@@ -44,6 +45,7 @@ def analyze(
     session: str | None = None,
     cluster: str | None = None,
     node_timeout: float | None = None,
+    progress: bool | Tick = False,
 ) -> Diagnosis:
     """Read logs (Ray session folders, files, archives, '-' for stdin) and diagnose them.
 
@@ -61,19 +63,31 @@ def analyze(
     ray.init takes it) where its logs lie, one Ray task per node (`jobs` processes each,
     default one; `node_timeout` seconds to answer, default 600); `paths` are read here.
     It needs Ray (`pip install 'oomlens[ray]'`): without it, oomlens.cluster.NoRay (an
-    ImportError); a cluster that cannot be reached raises oomlens.cluster.ClusterError."""
+    ImportError); a cluster that cannot be reached raises oomlens.cluster.ClusterError.
+
+    `progress`: True draws rich's progress bar on stderr while the logs are read, when
+    stderr is a terminal (bytes of the total, files, rate, time left), and clears it after;
+    a callable is told each input found (`tick(input, 0)`), the bytes of each read
+    (`tick(input, n)`) and each input read whole (`tick(input)`)."""
     from .pipeline import analyze as run
+    from .progress import Progress
     from .reduce import BUCKETS
 
-    return run(
-        *paths,
-        jobs=jobs,
-        budget=None if all_events or all_readings else BUCKETS,
-        registry=registry,
-        session=session,
-        cluster=cluster,
-        node_timeout=node_timeout,
-    )
+    bar = Progress() if progress is True else None
+    try:
+        return run(
+            *paths,
+            jobs=jobs,
+            progress=bar or (progress if callable(progress) else None),
+            budget=None if all_events or all_readings else BUCKETS,
+            registry=registry,
+            session=session,
+            cluster=cluster,
+            node_timeout=node_timeout,
+        )
+    finally:
+        if bar is not None:
+            bar.done()
 
 
 def parse_text(text: str, registry: Registry | None = None) -> list[Event]:

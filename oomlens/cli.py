@@ -5,13 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from . import collector
-from .progress import Progress
 
 if TYPE_CHECKING:
     from .diagnosis import Diagnosis
@@ -119,20 +119,15 @@ def _diagnose(
     A cluster that cannot be read at all ends the command: exit 2 without Ray (a usage
     error: what was asked cannot be done here), 1 when it cannot be reached (nothing read).
 
-    The pipeline is imported here, not with the command line: `--help` needs only click."""
-    from . import pipeline
+    The library is imported here, not with the command line: `--help` needs only click."""
+    from . import analyze
     from .cluster import ClusterError, NoRay
-    from .reduce import BUCKETS
-    from .sources import one_line
+    from .outputs.terminal import escape as one_line
 
     if not paths and cluster is None:
         raise click.UsageError("give PATHS to read, or --cluster ADDRESS")
     try:
-        progress = Progress()
-        diagnosis = pipeline.analyze(
-            *paths, jobs=jobs, progress=progress, budget=None if all_events else BUCKETS, session=session, cluster=cluster, node_timeout=node_timeout
-        )
-        progress.done()
+        diagnosis = analyze(*paths, jobs=jobs, all_events=all_events, session=session, cluster=cluster, node_timeout=node_timeout, progress=True)
     except KeyboardInterrupt:
         click.echo("oomlens: interrupted", err=True)
         raise SystemExit(130) from None
@@ -173,7 +168,7 @@ def _diagnose(
     type=click.Choice(["auto", "always", "never"]),
     default="auto",
     show_default=True,
-    help="auto: colour only on a terminal, and not with NO_COLOR set.",
+    help="auto: colour on a terminal or with FORCE_COLOR set, never with NO_COLOR set (as rich reads them); a pipe or a file is never wrapped.",
 )
 def parse(
     paths: tuple[str, ...],
@@ -220,7 +215,8 @@ def parse(
         except OSError as err:  # stdout on a full disk
             _unwritable(err)
         if not diagnosis.readable:
-            click.echo("oomlens: nothing could be read from " + _named(paths, cluster), err=True)
+            if len(diagnosis.problems) != 1:  # one problem is the one line that says it; several are summed up
+                click.echo("oomlens: nothing could be read from " + _named(paths, cluster), err=True)
             _leave(1)
         _leave(3 if fail_on == "incident" and diagnosis.incidents else 0)
 
@@ -288,7 +284,8 @@ def report(
     except OSError as err:  # stdout on a full disk
         _unwritable(err)
     if not diagnosis.readable:
-        click.echo("oomlens: nothing could be read from " + _named(paths, cluster), err=True)
+        if len(diagnosis.problems) != 1:
+            click.echo("oomlens: nothing could be read from " + _named(paths, cluster), err=True)
         _leave(1)
     _leave(0)
 
@@ -328,7 +325,15 @@ def _write(diagnosis: Diagnosis, fmt: str, filters: Filters, color: str) -> None
 
 
 @main.command()
-@click.argument("path", type=click.Path(exists=True), required=False)
+@click.argument("path", required=False)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "jsonl", "text"]),
+    default="auto",
+    show_default=True,
+    help="jsonl: one JSON line per incident (for scripts); text: a few lines per incident for people; auto: text on a terminal, jsonl otherwise.",
+)
 @click.option("--interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True, help="seconds between polls")
 @click.option("--once", is_flag=True, help="process what is there now, then exit")
 @click.option(
@@ -341,37 +346,41 @@ def _write(diagnosis: Diagnosis, fmt: str, filters: Filters, color: str) -> None
 @jobs_option
 @session_option
 @node_timeout_option
-def watch(path: str | None, interval: float, once: bool, cluster: str | None, jobs: int | None, session: str | None, node_timeout: float | None) -> None:
-    """Follow a live Ray session folder (or one log file) and print one JSON line per
-    incident as soon as its root failure is seen, and again (`"update": true`) when its
-    cascade grows. New files, appended lines, rotation and truncation are followed.
+def watch(
+    path: str | None, fmt: str, interval: float, once: bool, cluster: str | None, jobs: int | None, session: str | None, node_timeout: float | None
+) -> None:
+    """Follow a live Ray session folder (or one log file) and tell each incident as soon
+    as its root failure is seen, and again (an update) when its cascade grows. New files,
+    appended lines, rotation and truncation are followed.
 
-    Example: oomlens watch /tmp/ray/session_latest | while read -r line; do ...; done
+    Example: oomlens watch /tmp/ray/session_latest --format jsonl | while read -r line; do ...; done
 
-    Each line: {"oomlens": 1, "update": false, "incident": {...}, "events": [...]}, the
-    incident as in the JSON contract, its root and cascade events with it.
+    Each JSON line: {"oomlens": 1, "update": false, "incident": {...}, "events": [...]},
+    the incident as in the JSON contract, its root and cascade events with it.
 
     --jobs and --session are for --cluster (a watched folder is followed, not read whole).
+    Exit status as for parse: 1 when PATH does not exist, 2 for a usage error.
     """
     import time
 
-    import orjson
+    from .outputs.terminal import escape as one_line
 
-    from .sources import one_line
-
+    write = _watch_writer(fmt)
     if cluster is not None:
-        _watch_cluster(cluster, path, interval, once, jobs, session, node_timeout)
+        _watch_cluster(cluster, path, interval, once, jobs, session, node_timeout, write)
         return
     if path is None:
         raise click.UsageError("give PATH to watch, or --cluster ADDRESS")
+    if not os.path.exists(path):  # as parse tells it: one line, exit 1
+        click.echo(f"oomlens: {one_line(path)}: no such file or folder: nothing read", err=True)
+        raise SystemExit(1)
     from .watch import Watcher
 
     watcher = Watcher(path)
     try:
         while True:
             for line in watcher.poll(final=once):
-                sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
-                sys.stdout.flush()
+                write(line)
             for problem in watcher.problems:
                 click.echo(f"oomlens: {one_line(problem)}", err=True)
             watcher.problems.clear()
@@ -384,15 +393,46 @@ def watch(path: str | None, interval: float, once: bool, cluster: str | None, jo
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def _watch_cluster(address: str, path: str | None, interval: float, once: bool, jobs: int | None, session: str | None, node_timeout: float | None) -> None:
+def _watch_writer(fmt: str) -> Callable[[dict], None]:
+    """How watch prints a line: a JSON line, or (text, and auto on a terminal) a few lines
+    for people (outputs/table.watch_text)."""
+    import orjson
+
+    if fmt == "text" or (fmt == "auto" and sys.stdout.isatty()):
+        from .outputs import terminal
+        from .outputs.table import watch_text
+
+        colour = terminal.colour("auto", sys.stdout)
+
+        def text(line: dict) -> None:
+            click.echo(watch_text(line, terminal.width(sys.stdout), colour), color=colour)
+            sys.stdout.flush()
+
+        return text
+
+    def jsonl(line: dict) -> None:
+        sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
+        sys.stdout.flush()
+
+    return jsonl
+
+
+def _watch_cluster(
+    address: str,
+    path: str | None,
+    interval: float,
+    once: bool,
+    jobs: int | None,
+    session: str | None,
+    node_timeout: float | None,
+    write: Callable[[dict], None],
+) -> None:
     """watch --cluster: one connection for every round (cluster.Rounds), the pause between
     rounds `interval`; the cluster's problems as for parse."""
     import time
 
-    import orjson
-
     from .cluster import Cluster, ClusterError, NoRay, Rounds
-    from .sources import one_line
+    from .outputs.terminal import escape as one_line
 
     rounds = Rounds(address, (path,) if path else (), jobs, session, node_timeout)
     try:
@@ -400,8 +440,7 @@ def _watch_cluster(address: str, path: str | None, interval: float, once: bool, 
             while True:
                 lines, problems = rounds.poll()
                 for line in lines:
-                    sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
-                    sys.stdout.flush()
+                    write(line)
                 for problem in problems:
                     click.echo(f"oomlens: {one_line(problem)}", err=True)
                 if once:

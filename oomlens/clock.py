@@ -21,6 +21,7 @@ both ends move with its clock. Corrected events keep the time as printed.
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -57,7 +58,7 @@ class ClockNote:
 
 def settle(events: list[Event], clues: list[Clue], inputs: list[Input]) -> list[ClockNote]:
     """Put every event's time (and interval) on the run's clock, in place; what was corrected."""
-    _borrow_year(events)
+    _borrow_year(events, inputs)
     clocks = _Clocks(clues, {i.path: i.node for i in inputs})
     anchors = _anchors(events, clues, clocks)
     # the clock of each end of each event's time, before any time moves (only asked when some clock may move)
@@ -77,19 +78,41 @@ def iso(t: datetime) -> str:
 # -- the year a log did not print ---------------------------------------------------------
 
 
-def _borrow_year(events: list[Event]) -> None:
-    """Times printed without a year (vLLM, c10, syslog) take the run's: the clock time is
-    exact, only the year is borrowed."""
+def _borrow_year(events: list[Event], inputs: Iterable[Input] = ()) -> None:
+    """Times printed without a year (vLLM, c10, glog, syslog) take the run's: the clock time
+    is exact, only the year is borrowed (`year_from`: "run"). A run whose logs print no year
+    at all takes it from the file's modification time, as lnav does: the year that puts the
+    line at or before the file's last write (`year_from`: "mtime")."""
     years = [int(e.time[:4]) for e in events if e.time]
-    if not years:
-        return
-    run_year = f"{max(set(years), key=years.count)}-"
+    run_year = max(set(years), key=years.count) if years else None
+    written = {i.path: i.file for i in inputs if i.file}
     for event in events:
+        year, source = (run_year, "run") if run_year is not None else (_year_written(written.get(event.source.path), event.fields), "mtime")
+        if year is None:
+            continue
         if event.time is None and (local := event.fields.get("local_time")):
-            event.time = run_year + local
+            event.time = f"{year}-{local}"
             event.fields["year_inferred"] = True
+            event.fields["year_from"] = source
         if event.time_latest is None and (local := event.fields.pop("local_time_latest", None)):
-            event.time_latest = run_year + local
+            event.time_latest = f"{year}-{local}"
+
+
+def _year_written(path: str | None, fields: dict) -> int | None:
+    """The year of a file's last write that puts a time printed without one (`local_time`,
+    MM-DDTHH:MM:SS) at or before that write; None for a stream or a member of an archive."""
+    local = fields.get("local_time")
+    if path is None or not local:
+        return None
+    try:
+        written = datetime.fromtimestamp(os.stat(path).st_mtime)
+    except (OSError, ValueError, OverflowError):
+        return None
+    try:
+        printed = datetime.fromisoformat(f"{written.year}-{local}")
+    except ValueError:  # 02-29 in a year that has none
+        return written.year - 1
+    return written.year - 1 if printed > written + timedelta(days=1) else written.year
 
 
 # -- zones ----------------------------------------------------------------------------------

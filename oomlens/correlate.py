@@ -18,8 +18,8 @@ from typing import Any
 
 from .data import load
 from .events import CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event
-from .kinds import Kind, Kinds, device_values
-from .text import gib, render
+from .kinds import Kind, Kinds
+from .text import gib, render, when
 from .timeline import Trends, epoch
 
 SKEW_S = 120  # node clocks may disagree by this much
@@ -438,8 +438,9 @@ def explain(incident: Incident, context: Context, kinds: Kinds) -> None:
     root = incident.root
     kind = kinds[root.kind]
     incident.memory = root.memory or kind.memory  # vLLM's CPU backend: its KV cache is host memory
-    incident.evidence.append(f"root: {root.kind} at {root.time or '?'} ({_where(root)})")
-    if kind.evidence and (told := render(kind.evidence, {**root.fields, **device_values(root.device, root.gpu, root.memory)})):
+    at = when(root.time, root.time_latest, root.time_inferred)
+    incident.evidence.append(f"root: {root.kind} {'at ' + at if root.time and not root.time_inferred else at or 'at a time not printed'} ({_where(root)})")
+    if kind.evidence and (told := render(kind.evidence, root.values())):
         incident.evidence.append(told)
     if kind.explain not in EXPLAINERS:
         raise ValueError(f"kind {root.kind!r}: explain {kind.explain!r} is none of {', '.join(EXPLAINERS)}")

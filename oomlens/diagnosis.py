@@ -14,10 +14,10 @@ from . import collector
 from .clock import ClockNote, settle
 from .correlate import Incident, component_of, correlate
 from .events import Clue, Event, copy_of, number
-from .kinds import Kinds, device_values, shipped
+from .kinds import Kinds, shipped
 from .remedies import cause_words, detect_frameworks, detect_versions, evidence_text, remedies_for
 from .sources import Input
-from .text import render
+from .text import at, render
 from .timeline import Sample, samples
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ CONTRACT_VERSION = 1  # the "oomlens" key of every JSON object oomlens prints (D
 CONFIDENT = 0.5  # below this the verdict names no memory kind: a wrong guess is worse than none
 
 
-@dataclass
+@dataclass(repr=False)
 class Diagnosis:
     """The inputs read, the events found, the incidents they form, and the verdict."""
 
@@ -42,6 +42,19 @@ class Diagnosis:
     clues: list[Clue] = field(default_factory=list)  # context for the correlator, not in the contract
     clocks: list[ClockNote] = field(default_factory=list)  # the clocks corrected to put events on one
     kinds: Kinds = field(default_factory=shipped)  # what the events' kinds mean (data/kinds.toml and any added)
+
+    def __repr__(self) -> str:
+        """One line a notebook cell shows: the verdict and how much was read, not every event."""
+        v = self.verdict
+        said = v["summary"] if v else "no incident" if self.readable else "nothing read"
+        counts = f"{len(self.incidents)} incident(s), {len(self.events):,} event(s) from {len(self.inputs):,} input(s)"
+        return f"<Diagnosis: {_short(said)}; {counts}>"
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows: the verdict block (outputs/verdict.html)."""
+        from .outputs.verdict import html
+
+        return html(self)
 
     @property
     def problems(self) -> list[str]:
@@ -66,6 +79,13 @@ class Diagnosis:
         """True when at least one input could be read at all."""
         return any(i.opener is not None and (i.bytes or not i.problems) for i in self.inputs)
 
+    @property
+    def recognised(self) -> bool:
+        """True when anything read looked like a Ray or framework log: an event, a clue (a
+        traceback, a task header, a printed setting, a stamp), a Ray log file's name, or a
+        framework's marks. Nothing found in what nothing was recognised in is no all clear."""
+        return bool(self.events or self.clues or self.frameworks or any(i.role != "other" for i in self.inputs if i.opener is not None))
+
     @functools.cached_property
     def timeline(self) -> list[Sample]:
         """Every memory reading of the events (timeline.samples), made once for every output."""
@@ -85,12 +105,15 @@ class Diagnosis:
 
         write(self, stream)
 
-    def to_frame(self) -> pandas.DataFrame:
-        """One row per event, sizes in bytes, times as datetimes (outputs/frame.py); pandas
-        is imported here, not with oomlens."""
-        from .outputs.frame import frame
+    def to_frame(self, form: str = "events") -> pandas.DataFrame:
+        """ "events": one row per event, sizes in bytes, times as datetimes; "readings": one
+        row per memory reading, a tidy long frame (metric, bytes, step) that one plot draws
+        for every framework (outputs/frame.py). pandas is imported here, not with oomlens."""
+        from .outputs.frame import frame, readings_frame
 
-        return frame(self)
+        if form not in ("events", "readings"):
+            raise ValueError(f"to_frame: form {form!r} is none of 'events', 'readings'")
+        return frame(self) if form == "events" else readings_frame(self)
 
     def to_markdown(self) -> str:
         """The summary to paste into a GitHub issue (what `parse --format markdown` prints)."""
@@ -104,6 +127,13 @@ class Diagnosis:
         from .outputs.html import write
 
         return write(self, path)
+
+
+SHORT = 160  # the characters of a sentence a repr keeps
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= SHORT else text[: SHORT - 1] + "…"
 
 
 def fingerprint(incident: Incident, framework: str | None) -> str:
@@ -230,18 +260,12 @@ def summary(incident: Incident, kinds: Kinds) -> str:
     """One sentence a person reads first: the root's kind's `summary` (data/kinds.toml),
     told when and where it happened as far as the logs say."""
     root = incident.root
-    at = f" at {root.time.replace('T', ' ')}" if root.time else ""
-    if root.time_inferred or root.time is None:  # its line prints no time: say what is known, no more
-        early, late = (t.replace("T", " ") if t else None for t in (root.time, root.time_latest))
-        at = f" between {early} and {late}" if early and late else f" after {early}" if early else f" before {late}" if late else ""
-    told: dict[str, Any] = {"pid": root.pid, "actor": root.actor, "rank": root.rank, "gpu": root.gpu, "node": root.node, "method": root.method}
-    told.update((k, v) for k, v in root.fields.items() if k not in told or v is not None)
-    told.update(
-        at=at, on_node=f" on node {root.node}" if root.node else "", fields=root.fields, component=incident.component, followed=followed(incident, kinds)
-    )
+    told_at = at(root.time, root.time_latest, root.time_inferred)  # its line may print no time: what is known, no more
+    told = root.values()
+    told.update(at=told_at, on_node=f" on node {root.node}" if root.node else "")
+    told.update(component=incident.component, followed=followed(incident, kinds))
     if (cause := root.fields.get("cause")) is not None:
         told["cause_words"] = cause_words(cause)
-    told.update(device_values(root.device, root.gpu, root.memory))
     return render(kinds[root.kind].summary, told)
 
 

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .kinds import Kind, Kinds, shipped
+from .envelopes import peel
+from .kinds import Kind, Kinds, device_values, shipped
 
 COMPONENTS = (
     "rollout",
@@ -106,6 +107,22 @@ class Event:
     def __post_init__(self) -> None:
         if not self.sources:
             self.sources = [self.source]
+
+    @property
+    def said(self) -> str:
+        """Its message as the log printed it: the first line of its block, envelopes peeled
+        (what a sentence quotes where the message gives no numbers)."""
+        return peel(self.text.split("\n", 1)[0]).text.strip()
+
+    def values(self) -> dict[str, Any]:
+        """What the kinds' templates (data/kinds.toml) may name: who and where, then its
+        fields (a field that is None leaves who and where as they are), `fields`, `said`, and
+        its device's words (`kinds.device_values`)."""
+        told: dict[str, Any] = {"pid": self.pid, "actor": self.actor, "rank": self.rank, "gpu": self.gpu, "node": self.node, "method": self.method}
+        told.update((k, v) for k, v in self.fields.items() if k not in told or v is not None)
+        told.update(fields=self.fields, said=self.said)
+        told.update(device_values(self.device, self.gpu, self.memory))
+        return told
 
     def to_dict(self) -> dict[str, Any]:
         """The contract-v1 object (plus `sources`, `time_inferred`, `time_latest`,

@@ -44,7 +44,7 @@ class Kind:
     explain: str = "failure"
     readings: str | None = None
     marker: tuple[str, str] = ("circle", "#333333")
-    summary: str = "{label}{on_node}{at}"
+    summary: str = "[{label}|a failure]{on_node}{at}"
     details: str = ""
     evidence: str = ""
     intended: tuple[tuple[str, tuple[Any, ...]], ...] = ()

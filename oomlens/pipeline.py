@@ -135,6 +135,8 @@ def read_all(paths: list[str], jobs: int | None, progress: Tick | None, budget: 
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_started) if jobs > 1 else None
     try:
         for item in discover(paths, session):
+            if progress:
+                progress(item, 0)  # found: its size joins the total to read
             if pool is not None and item.file is not None:
                 waiting.append(len(read))
                 read.append((item, None))

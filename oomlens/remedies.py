@@ -27,7 +27,7 @@ def _frameworks() -> tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None, s
 @functools.cache
 def _rules() -> dict[str, list[dict[str, Any]]]:
     data = load("remedies.toml")
-    return {"remedy": data.get("remedy", []), "guard": data.get("guard", [])}
+    return {"remedy": data.get("remedy", []), "guard": data.get("guard", []), "form": data.get("form", [])}
 
 
 def evidence_text(events: list[Event], clues: list[Clue], memory_lines: frozenset[str]) -> str:
@@ -177,5 +177,87 @@ def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Cl
         remedy = {"framework": rule.get("framework", "any"), "setting": rule["setting"], "value": value, "why": why}
         if current is not None:
             remedy["current"] = current
+        elif incident.root.fields.get(rule.get("current_from", "")) is not None:
+            remedy["current"] = incident.root.fields[rule["current_from"]]
+        remedy.update(worked_out(rule, remedy.get("current"), overshoot(incident)))
         chosen.append(remedy)
     return chosen
+
+
+# a remedy's value that names a direction: "lower", "lower (e.g. 0.4-0.5)", "higher, or ...", "raise only with care"
+DIRECTION = re.compile(r"^(lower|higher|raise)\b(?:.*?\(e\.g\. ([\d.]+)(?:-[\d.]+)?\))?(.*)$")
+STEP = 0.05  # a fraction (gpu_memory_utilization) is given in twentieths
+
+
+def overshoot(incident: Incident) -> float | None:
+    """How far past the limit the root went, as a fraction of the device: a CUDA OOM's
+    allocation less the memory free, over the GPU's total."""
+    fields = incident.root.fields
+    requested, free, total = (fields.get(k) for k in ("requested_bytes", "free_bytes", "total_bytes"))
+    if isinstance(requested, int) and isinstance(free, int) and isinstance(total, int) and total > 0:
+        return max(0, requested - free) / total
+    return None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _fraction(x: float) -> str:
+    return f"{x:.2f}".rstrip("0").rstrip(".")
+
+
+def new_value(direction: str, current: float, over: float | None) -> tuple[str, str] | None:
+    """A value for a setting now at `current`, moved in `direction`, and what it was
+    worked out from: a fraction (0 to 1) lowered by how far over the device the failure
+    went (`over`), else by a tenth; raised halfway to 1; a count halved or doubled. None
+    when there is nowhere to go (a count of 1 lowered)."""
+    if 0 < current < 1:
+        if direction == "lower":
+            drop = over + STEP if over is not None else 0.1
+            value = int((current - drop) / STEP + 1e-9) * STEP
+            why = (
+                f"the failed allocation was {over:.0%} of the GPU over what was free"
+                if over is not None
+                else "a tenth less: the logs do not say how far over it went"
+            )
+            return (_fraction(value), why) if value >= STEP else None
+        value = min(0.99, current + (1 - current) / 2)
+        return _fraction(value), "halfway to 1"
+    if current >= 1 and current == int(current):
+        value = int(current) // 2 if direction == "lower" else int(current) * 2
+        return (str(value), "half of now" if direction == "lower" else "twice now") if value >= 1 else None
+    return None
+
+
+def worked_out(rule: dict[str, Any], current: Any, over: float | None) -> dict[str, Any]:
+    """What a user pastes for a remedy (`paste`: an override, a flag, an `export`, in the
+    form its name takes, data/remedies.toml [[form]]), the value it sets (`value`), the
+    direction in words when no value can be worked out (`direction`), and a note said
+    beside it: the value now and how the new one was found. A value is never a word."""
+    setting, wanted = rule["setting"], rule["value"]
+    form = next(f for f in _rules()["form"] if re.search(f["match"], setting))
+    now = f"now {current}" if current is not None and current is not True else ""
+    if wanted.startswith("(flag"):
+        return {"paste": form.get("flag", "{setting}").format(setting=setting), "note": "add " + ("them" if wanted == "(flags)" else "it")}
+    if wanted == "remove":
+        return {"paste": None, "direction": "remove", "note": "remove it from the command"}
+    direction = DIRECTION.match(wanted)
+    if direction is None:  # a value of its own
+        return {"paste": form["line"].format(setting=setting, value=wanted), "note": now}
+    word, example, rest = direction.group(1), direction.group(2), direction.group(3).strip(" ,")
+    word = "higher" if word == "raise" else word
+    number = _number(current)
+    found = new_value(word, number, over) if number is not None else None
+    if found is None:
+        why = f"{word}" + (f" (e.g. {example})" if example else "") + (f" {rest}" if rest else "")
+        why += f": {now}, no lower value to give" if now else ": its value now is not in these logs"
+        return {"paste": None, "value": word, "direction": word, "note": why}
+    value, how = found
+    caution = f"; {rest}" if rest else ""
+    return {"paste": form["line"].format(setting=setting, value=value), "value": value, "direction": word, "note": f"{word}: {now}, {how}{caution}"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import codecs
+import json
 import re
 import weakref
 from collections.abc import Generator, Iterator
@@ -248,6 +249,7 @@ class Scanner:
         self._bad_line = 0  # the last of them
         self._failures = 0  # blocks oomlens could not read, left out
         self._first_failure = ""  # where the first was and why
+        self._undecoded: list[int] = []  # lines of JSON records cut or corrupted, whose message could not be taken out
         self._end = 0  # where the stream's bytes end in the buffer being scanned
         self._first_line = 1  # the number of the stream's first line
         self.blocks = Blocks()  # gathers the blocks of the hits
@@ -340,6 +342,11 @@ class Scanner:
                 _SPARE.append(data)
             if self.owned is None:  # a range's counts are summed with its file's other ranges'
                 self.problems.extend(counted_problems(self._long_lines, self._bad_lines))
+            if self._undecoded:
+                self.problems.append(
+                    f"{len(self._undecoded)} JSON record(s) that could not be decoded (cut or corrupted), left out: the report in it is not read "
+                    f"(first at line {self._undecoded[0]})"
+                )
             if self._failures:
                 self.problems.append(
                     f"{self._failures} block(s) oomlens could not read, left out; the rest was read (please report; first at {self._first_failure})"
@@ -461,6 +468,11 @@ class Scanner:
         if carried < cut:
             self._stamp_before(data, carried)  # remember the context the next round cannot see
         for (block, drafts, actor), (stamp, node) in zip(blocks, stamps, strict=True):
+            if block.head.text.startswith('{"') and not _decodes(block.head.text):
+                # a record of Ray's event log or a structured log, cut or corrupted: its message
+                # could not be taken out, and what a grammar reads of it raw is no report
+                self._undecoded.append(block.line)
+                continue
             inferred = block.head.stamp is None
             try:
                 made = self._build(block, drafts, actor, stamp, inferred)
@@ -597,6 +609,20 @@ class Scanner:
             self._stampless_to = stampless_until(data, start, min(self._end, start + LOOK_AHEAD))
         self._stamp_pos = start
         return self._stamp, self._stamp_node
+
+
+_LENIENT = json.JSONDecoder(parse_int=str, strict=False)
+
+
+def _decodes(text: str) -> bool:
+    """Whether a line that opens as a JSON object is one (the envelope then chose not to peel
+    it): a whole object first, whatever follows it (a line a paste's layout joined to it); an
+    integer past Python's digit limit, or a raw tab in a string (Ray's GCS writes one), is still JSON."""
+    try:
+        _LENIENT.raw_decode(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def counted_problems(long_lines: int, bad_lines: int) -> list[str]:

@@ -29,16 +29,17 @@ def size(n: float | None) -> str:
 
 def _victims(killed: Any) -> str:
     rows = killed if isinstance(killed, list) else []
-    return ", ".join(f"pid {_or_unknown(v.get('pid'))} {v.get('name') or ''} {size(v.get('bytes'))}".strip() for v in rows) or "?"
+    return ", ".join(_who(v.get("pid"), v.get("name"), v.get("bytes")) or "a worker" for v in rows) or "?"
 
 
 def _first_top(top: Any) -> str:
     row = top[0] if isinstance(top, list) and top else {}
-    return f"pid {_or_unknown(row.get('pid'))} {_or_unknown(row.get('command'))} {size(row.get('bytes'))}"
+    return _who(row.get("pid"), row.get("command"), row.get("bytes")) or "?"
 
 
-def _or_unknown(value: Any) -> str:
-    return "?" if value is None else str(value)
+def _who(pid: Any, name: Any, size_: Any) -> str:
+    """A process as far as a report names it: pid, name, size, each only when shown."""
+    return " ".join(x for x in (f"pid {pid}" if pid is not None else "", str(name or ""), size(size_) if size_ is not None else "") if x)
 
 
 def _memory_sizes(fields: Any) -> str:
@@ -93,8 +94,9 @@ def _present(value: Any) -> bool:
 
 def render(template: str, values: Mapping[str, Any]) -> str:
     """Write a template with `values`; a missing value is "?". A group `[a|b]` writes its
-    first alternative whose first field has a value (one without a field always does),
-    or nothing."""
+    first alternative whose fields all have a value (one without a field always does),
+    or nothing: a template that puts each field a log may leave out in a group says only
+    what is known (the kinds' summaries and details do: tests/test_kinds.py)."""
     out: list[str] = []
     for piece in compile_template(template):
         if isinstance(piece, str):
@@ -103,8 +105,7 @@ def render(template: str, values: Mapping[str, Any]) -> str:
             out.append(_field(piece, values))
         else:
             for alternative in piece:
-                first = next((p for p in alternative if not isinstance(p, str)), None)
-                if first is None or _present(values.get(first[0])):
+                if all(_present(values.get(p[0])) for p in alternative if not isinstance(p, str)):
                     out.extend(p if isinstance(p, str) else _field(p, values) for p in alternative)
                     break
     return "".join(out)
@@ -116,3 +117,25 @@ def _field(piece: tuple[str, str | None], values: Mapping[str, Any]) -> str:
     if spec is not None:
         return SPECS[spec](value) if value is not None else "?"
     return "?" if value is None else str(value)
+
+
+def when(time: str | None, latest: str | None = None, inferred: bool = False) -> str:
+    """When an event happened, as far as its log says, in words: its stamp; for a line that
+    printed none, the interval its neighbours' stamps bound ("between 03:33:59 and 03:44:22",
+    the later's date left out when it is the same day), or the side that is known ("after",
+    "before"); "" when nothing is known."""
+    early = time.replace("T", " ") if time else None
+    late = latest.replace("T", " ") if latest else None
+    if early and not inferred:
+        return early
+    if early and late:
+        return f"between {early} and {late[11:] if late[:10] == early[:10] and len(late) > 11 else late}"
+    if early:
+        return f"after {early}"
+    return f"before {late}" if late else ""
+
+
+def at(time: str | None, latest: str | None = None, inferred: bool = False) -> str:
+    """`when` as a template's {at}: " at 03:44:22", " between 03:33:59 and 03:44:22", or ""."""
+    told = when(time, latest, inferred)
+    return f" at {told}" if told and time and not inferred else f" {told}" if told else ""

@@ -117,6 +117,7 @@ class Watcher:
         self.unreadable: set[tuple[int, int]] = set()  # files told unreadable: told once, until read again
         self._serial = 0
         self._dirty = False  # a failure or clue came in since the last correlation
+        self._said_empty = False  # an empty folder was told
 
     # -- following files ---------------------------------------------------------------------
 
@@ -129,6 +130,9 @@ class Watcher:
         for path, st in files_under(self.path):  # as `parse` finds them, none opened
             if not path.lower().endswith(COMPRESSED):
                 seen.setdefault((st.st_dev, st.st_ino), (path, st))
+        if not seen and not self._said_empty:  # told once: a folder that fills later is followed as ever
+            self._said_empty = True
+            self.problems.append(f"{shown(self.path)}: no log file in it yet: watching for new ones")
         for gone in self.files.keys() - seen.keys():
             del self.files[gone]
         for inode, (path, st) in seen.items():
@@ -191,6 +195,7 @@ class Watcher:
                 return True
             if is_binary(data[:SNIFF]):
                 f.binary = True
+                self.problems.append(f"{shown(f.path)}: binary file (not text): not read, not followed")
                 return False
             f.sniffed = True
             if f.hole:

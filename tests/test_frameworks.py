@@ -67,9 +67,10 @@ def test_a_log_that_says_its_framework_gets_only_that_one_s_settings():
 
 def test_the_terminal_and_markdown_say_both_and_label_each_setting():
     text = CliRunner().invoke(main, ["parse", str(REAL / "001_easyr1_59.log"), "--color", "never"], env={"COLUMNS": "400"}).output
-    fix = next(line for line in text.splitlines() if line.startswith("FIX"))
-    assert "(verl) actor_rollout_ref.actor.fsdp_config.param_offload=False" in fix
-    assert "(easyr1) worker.actor.offload.offload_params=false" in fix
+    fix = text.split("\nFIX", 1)[1].split("\nSEEN", 1)[0].splitlines()  # one fix a line, under its framework's name
+    lines = [line.strip() for line in fix]
+    assert lines[lines.index("verl:") + 1] == "actor_rollout_ref.actor.fsdp_config.param_offload=False"
+    assert lines[lines.index("easyr1:") + 1] == "worker.actor.offload.offload_params=false"
     assert "framework verl or easyr1" in text
     md = CliRunner().invoke(main, ["parse", str(REAL / "001_easyr1_59.log"), "--format", "markdown"]).output
     assert "**framework:** verl or easyr1" in md

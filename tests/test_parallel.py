@@ -27,21 +27,21 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_progress_draws_on_a_terminal_after_a_while(monkeypatch):
+def test_progress_draws_rich_s_bar_on_a_terminal(monkeypatch):
+    import re
+
     import oomlens.progress as progress_module
 
-    monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress_module, "REDRAW_S", 0.0)
     screen = Terminal()
     progress = Progress(screen)
     progress(Input("a.log", bytes=5_000_000))
     progress.done()
-    assert "1 file(s), 5 MB read" in screen.getvalue() and screen.getvalue().endswith("\r\033[K")
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+    assert "4.8/4.8 MiB 1/1 files" in drawn and screen.getvalue().endswith("\x1b[2K")  # cleared at the end
 
 
-def test_progress_is_silent_when_not_a_terminal(monkeypatch):
-    import oomlens.progress as progress_module
-
-    monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
+def test_progress_is_silent_when_not_a_terminal():
     pipe = io.StringIO()
     progress = Progress(pipe)
     progress(Input("a.log", bytes=5_000_000))

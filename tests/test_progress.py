@@ -1,6 +1,7 @@
-"""The progress line moves while one big file is read, not only when it is done: by the
-bytes the scanner reads in this process (a few MB at a time), and by the byte ranges the
-worker processes finish. It is drawn on a terminal only, and changes no output."""
+"""The progress bar (rich's) moves while one big file is read, not only when it is done: by
+the bytes the scanner reads in this process (a few MB at a time), and by the byte ranges the
+worker processes finish; it tells the bytes of the total found, the files read of those
+found, the rate and the time left. It is drawn on a terminal only, and changes no output."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from oomlens import pipeline
 from oomlens.progress import Progress
 
 SIZE = 40 << 20  # tens of MB: one file, read in ten or so chunks
-FRAME = re.compile(r"\roomlens: (\d+) file\(s\), ([\d,]+) MB read")
-# the command as a user runs it, with the progress line drawn at once and at every read
-# instead of after a second and ten times a second
-COMMAND = "import oomlens.progress as p\np.DELAY_S = p.REDRAW_S = 0\nimport sys\nfrom oomlens.cli import run\nsys.argv[0] = 'oomlens'\nrun()\n"
+CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # rich's colours and cursor moves
+FRAME = re.compile(r"oomlens: reading \S* ?([\d.]+)/([\d.]+) (bytes|KiB|MiB|GiB) (\d+)/(\d+) files")
+UNIT = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+# the command as a user runs it, with the bar drawn at every read instead of four times a second
+COMMAND = "import oomlens.progress as p\np.REDRAW_S = 0\nimport sys\nfrom oomlens.cli import run\nsys.argv[0] = 'oomlens'\nrun()\n"
 
 
 class Terminal(io.StringIO):
@@ -53,13 +55,20 @@ def log(tmp_path_factory) -> Path:
     return big_log(tmp_path_factory.mktemp("big") / "worker.log")
 
 
-def frames(screen: str) -> list[tuple[int, int]]:
-    """(files read, MB read) of each time the line was drawn."""
-    return [(int(files), int(mb.replace(",", ""))) for files, mb in FRAME.findall(screen)]
+def frames(screen: str) -> list[tuple[int, float, float, int]]:
+    """(files read, MiB read, MiB in all, files found) of each time the bar was drawn."""
+    plain = CONTROL.sub("", screen).replace("\r", "\n")
+    return [
+        (int(files), float(got) * UNIT[unit] / (1 << 20), float(total) * UNIT[unit] / (1 << 20), int(found))
+        for got, total, unit, files, found in FRAME.findall(plain)
+    ]
 
 
-def test_one_file_read_in_this_process_moves_by_bytes(log, monkeypatch):
-    monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
+def mib(n: int) -> float:
+    return round(n / (1 << 20), 1)
+
+
+def test_one_file_read_in_this_process_moves_by_bytes_of_its_total(log, monkeypatch):
     monkeypatch.setattr(progress_module, "REDRAW_S", 0.0)
     screen = Terminal()
     progress = Progress(screen)
@@ -67,14 +76,14 @@ def test_one_file_read_in_this_process_moves_by_bytes(log, monkeypatch):
     progress.done()
     drawn = frames(screen.getvalue())
     [read] = diagnosis.inputs
-    while_reading = [mb for files, mb in drawn if files == 0]
-    assert len(while_reading) >= 5 and while_reading == sorted(while_reading) and 0 < while_reading[0] < while_reading[-1] == round(read.bytes / 1e6)
-    assert drawn[-1] == (1, round(read.bytes / 1e6))
-    assert screen.getvalue().endswith("\r\033[K")
+    while_reading = [got for files, got, total, found in drawn if files == 0 and found == 1]
+    assert len(while_reading) >= 5 and while_reading == sorted(while_reading) and while_reading[0] < while_reading[-1]
+    assert all(total == mib(read.bytes) for _, _, total, found in drawn if found)  # the total, known from the start
+    assert drawn[-1][:2] == (1, mib(read.bytes))
+    assert screen.getvalue().endswith("\x1b[2K")  # the bar is cleared at the end
 
 
 def test_byte_ranges_read_by_workers_count_as_each_finishes(log, monkeypatch):
-    monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
     monkeypatch.setattr(progress_module, "REDRAW_S", 0.0)
     monkeypatch.setattr(pipeline, "RANGE_MIN", 8 << 20)  # ranges of a smaller file (the parent cuts them)
     item = next(iter(pipeline.discover([str(log)])))
@@ -83,14 +92,14 @@ def test_byte_ranges_read_by_workers_count_as_each_finishes(log, monkeypatch):
     screen = Terminal()
     progress = Progress(screen)
     pipeline.analyze(str(log), jobs=2, progress=progress)
-    drawn = frames(screen.getvalue())
-    own = sorted(round((hi - lo) / 1e6) for _, lo, hi, _ in spans)
+    progress.done()
+    drawn = [frame for frame in frames(screen.getvalue()) if frame[1]]
+    own = sorted(mib(hi - lo) for _, lo, hi, _ in spans)
     assert drawn[0][0] == 0 and drawn[0][1] in own  # the first range done: its bytes, the file not yet
-    assert drawn[-1] == (1, round(log.stat().st_size / 1e6))
+    assert drawn[-1][:2] == (1, mib(log.stat().st_size))
 
 
-def test_silent_when_not_a_terminal(log, monkeypatch):
-    monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
+def test_silent_when_not_a_terminal(log):
     pipe = io.StringIO()
     progress = Progress(pipe)
     pipeline.analyze(str(log), jobs=1, progress=progress)
@@ -125,7 +134,7 @@ def test_the_command_on_a_terminal(log, tmp_path):
         outputs[jobs] = out.read_bytes()
         text = screen.decode()
         if jobs == "1":
-            while_reading = [mb for files, mb in frames(text) if files == 0]
+            while_reading = [got for files, got, _, _ in frames(text) if files == 0]
             assert len(while_reading) >= 5 and while_reading[0] < while_reading[-1], text
-        assert text.endswith("\r\033[K")
+        assert text.endswith("\x1b[2K")
     assert outputs["1"] == outputs["2"] and b'"kind": "gpu_memory"' in outputs["1"]

@@ -181,12 +181,16 @@ def test_no_color_is_honoured_on_a_terminal(env, flag, wanted):
     assert status == 0 and ("\x1b[" in out) == wanted
 
 
-def test_a_pipe_gets_80_columns_and_no_colour_unless_asked():
+def test_a_pipe_gets_whole_lines_and_no_colour_unless_asked():
+    """A pipe or a file is never wrapped (as ripgrep writes one); colour only when asked,
+    by --color always or FORCE_COLOR (as rich reads it), and never over NO_COLOR."""
     auto = piped("parse", str(SESSION), "-j", "1")
     assert auto.returncode == 0 and "\x1b[" not in auto.stdout
-    assert max(len(line) for line in auto.stdout.splitlines()) <= 80
+    assert max(len(line) for line in auto.stdout.splitlines()) > 80
     forced = piped("parse", str(SESSION), "-j", "1", "--color", "always")
     assert "\x1b[" in forced.stdout and ANSI.sub("", forced.stdout) == auto.stdout
+    assert piped("parse", str(SESSION), "-j", "1", FORCE_COLOR="1").stdout == forced.stdout
+    assert piped("parse", str(SESSION), "-j", "1", FORCE_COLOR="1", NO_COLOR="1").stdout == auto.stdout
 
 
 @pytest.mark.parametrize("width", [1, 5, 20, 37, 80, 133, 250])

@@ -1,10 +1,11 @@
-"""The events as a pandas DataFrame: one row per event, for notebooks and dashboards."""
+"""The diagnosis as pandas DataFrames, for notebooks and dashboards: one row per event, or one row per memory reading."""
 
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..correlate import component_of
 from ..diagnosis import Diagnosis
 from ..events import COMPONENTS
 
@@ -110,6 +111,60 @@ def frame(diagnosis: Diagnosis) -> pandas.DataFrame:
             columns[name] = pd.Series(rows[name], dtype=pd.CategoricalDtype(list(categories[name])))
         elif dtype == "float64":
             columns[name] = pd.Series([math.nan if v is None else v for v in rows[name]], dtype="float64")
+        else:
+            columns[name] = pd.Series(rows[name], dtype=dtype)
+    return pd.DataFrame(columns)
+
+
+# to_frame("readings") columns and dtypes: one row per memory reading, whatever the
+# framework called the number (veRL's allocated, EasyR1's used, Ray's Top-10, the kernel's
+# anon-rss): `metric` says which, `bytes` holds it, so one plot works for every run
+READING_COLUMNS: dict[str, str] = {
+    "time": "datetime64[ns]",
+    "node": "object",
+    "pid": "object",
+    "process": "object",
+    "rank": "object",
+    "gpu": "object",
+    "component": "category",
+    "memory": "category",
+    "metric": "category",
+    "bytes": "float64",
+    "total_bytes": "float64",
+    "step": "float64",
+    "label": "object",
+    "event": "object",
+}
+METRICS = ("used", "allocated", "reserved", "uss", "anon_rss", "total")  # timeline.Sample.metric
+
+
+def readings_frame(diagnosis: Diagnosis) -> pandas.DataFrame:
+    """The memory readings as a tidy long frame: one row per reading (time, node, pid,
+    process, rank, GPU, component, memory, metric, bytes, the total it is out of, and the
+    training step where the log prints one), the same columns and dtypes for every run, so
+    `px.line(frame, x="time", y="bytes", color="process", line_dash="metric")` plots any run."""
+    import pandas as pd
+
+    by_id = {event.id: event for event in diagnosis.events}
+    rows: dict[str, list[Any]] = {name: [] for name in READING_COLUMNS}
+    for sample in diagnosis.timeline:
+        event = by_id.get(sample.event)
+        component = (event.component if event else None) or component_of(sample.process)
+        values = {**sample.to_dict(), "component": component, "step": event.fields.get("step") if event else None}
+        for name in READING_COLUMNS:
+            rows[name].append(values.get(name))
+    categories = {**CATEGORIES, "metric": METRICS}
+    columns: dict[str, pandas.Series] = {}
+    for name, dtype in READING_COLUMNS.items():
+        if dtype == "datetime64[ns]":
+            times = pd.to_datetime(pd.Series(rows[name], dtype="object"), format="ISO8601", errors="coerce")
+            columns[name] = times.where(times.between(pd.Timestamp.min, pd.Timestamp.max)).astype("datetime64[ns]")
+        elif dtype == "category":
+            known = list(categories[name])
+            known += sorted({v for v in rows[name] if v is not None and v not in known})  # a metric a newer reader adds
+            columns[name] = pd.Series(rows[name], dtype=pd.CategoricalDtype(known))
+        elif dtype == "float64":
+            columns[name] = pd.Series([math.nan if v is None or isinstance(v, bool) else float(v) for v in rows[name]], dtype="float64")
         else:
             columns[name] = pd.Series(rows[name], dtype=dtype)
     return pd.DataFrame(columns)
