@@ -272,8 +272,8 @@ def fix_lines(remedies: list[dict]) -> list[str]:
     with the direction in words. Under the framework's name when fixes of several are given."""
     several = len({r["framework"] for r in remedies}) > 1
     lines: list[str] = []
-    for at, remedy in enumerate(remedies):
-        if several and (at == 0 or remedy["framework"] != remedies[at - 1]["framework"]):
+    for n, remedy in enumerate(remedies):
+        if several and (n == 0 or remedy["framework"] != remedies[n - 1]["framework"]):
             lines.append(f"{remedy['framework'] if remedy['framework'] != 'any' else 'any framework'}:")
         said = remedy.get("paste") or remedy["setting"]
         note = remedy.get("note")
