@@ -181,11 +181,11 @@ def devices() -> dict[str, dict[str, str]]:
 def device_values(device: str | None, gpu: int | None, memory: str | None = None) -> dict[str, str]:
     """What a template may write of an event's device: `device_name`, `device_unit`,
     `device_memory` (data/devices.toml; "unknown" when the event names none), `on_device`
-    (" on NPU 3", or the unit alone when no index was printed) and `memory_name`: the
+    (" on NPU 3"; "" when no index was printed) and `memory_name`: the
     memory that ran out as a person calls it ("host memory", else the device's)."""
     table = devices()
     words = table.get(device or "unknown", table["unknown"])
-    on = f" on {words['unit']}" + (f" {gpu}" if gpu is not None else "")
+    on = f" on {words['unit']} {gpu}" if gpu is not None else ""  # no index printed: the device is named by its memory
     named = "host memory" if memory == "host" else words["memory"]
     return {"device_name": words["name"], "device_unit": words["unit"], "device_memory": words["memory"], "on_device": on, "memory_name": named}
 

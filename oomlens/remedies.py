@@ -179,7 +179,7 @@ def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Cl
             remedy["current"] = current
         elif incident.root.fields.get(rule.get("current_from", "")) is not None:
             remedy["current"] = incident.root.fields[rule["current_from"]]
-        remedy.update(worked_out(rule, remedy.get("current"), overshoot(incident)))
+        remedy.update(worked_out({**rule, "value": value}, remedy.get("current"), overshoot(incident)))  # pasted as rendered
         chosen.append(remedy)
     return chosen
 

@@ -126,7 +126,7 @@ def when(time: str | None, latest: str | None = None, inferred: bool = False) ->
     "before"); "" when nothing is known."""
     early = time.replace("T", " ") if time else None
     late = latest.replace("T", " ") if latest else None
-    if early and not inferred:
+    if early and (not inferred or early == late):  # stamps on both sides at one instant bound it exactly
         return early
     if early and late:
         return f"between {early} and {late[11:] if late[:10] == early[:10] and len(late) > 11 else late}"
@@ -138,4 +138,4 @@ def when(time: str | None, latest: str | None = None, inferred: bool = False) ->
 def at(time: str | None, latest: str | None = None, inferred: bool = False) -> str:
     """`when` as a template's {at}: " at 03:44:22", " between 03:33:59 and 03:44:22", or ""."""
     told = when(time, latest, inferred)
-    return f" at {told}" if told and time and not inferred else f" {told}" if told else ""
+    return f" at {told}" if told and time and (not inferred or time == latest) else f" {told}" if told else ""

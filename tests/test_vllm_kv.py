@@ -54,7 +54,10 @@ def test_v1_seq_len_error_names_its_remedies_with_its_numbers(length, needed, av
     assert (event.fields["needed_bytes"], event.fields["available_bytes"], event.fields["max_model_len"]) == (to_bytes(need), to_bytes(have), length)
     assert remedies["max_model_len"]["value"] == (str(estimate) if estimate else "lower")
     assert f"{to_bytes(need) / 2**30:.2f} GiB" in remedies["max_model_len"]["why"] and str(length) in remedies["max_model_len"]["why"]
-    assert remedies["gpu_memory_utilization"]["value"] == "raise"
+    assert remedies["gpu_memory_utilization"]["direction"] == "higher"  # its value now is not in the message: the direction, in words
+    assert (
+        remedies["max_model_len"]["paste"] == f"max_model_len={remedies['max_model_len']['value']}" if estimate else remedies["max_model_len"]["paste"] is None
+    )
     assert "VLLM_CPU_KVCACHE_SPACE" not in remedies
 
 
@@ -109,6 +112,6 @@ def test_the_v1_cpu_worker_s_errors_are_host_memory_and_say_what_to_lower(node, 
     assert (event.memory, event.fields["backend"], event.fields["numa_node"]) == ("host", "cpu", node)
     assert (event.fields["free_bytes"], event.fields["total_bytes"], event.fields["needed_bytes"]) == (to_bytes(a), to_bytes(t), to_bytes(k))
     if explicit:
-        assert remedies["VLLM_CPU_KVCACHE_SPACE"]["value"] == "lower" and remedies["kv_cache_memory_bytes"]["value"] == f"at most {to_bytes(a)}"
+        assert remedies["VLLM_CPU_KVCACHE_SPACE"]["value"] == "lower" and remedies["kv_cache_memory_bytes"]["value"] == str(to_bytes(a))
     else:
         assert not {"VLLM_CPU_KVCACHE_SPACE", "kv_cache_memory_bytes", "gpu_memory_utilization"} & set(remedies)

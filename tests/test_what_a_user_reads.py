@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import oomlens
 from conftest import REAL, SESSIONS
 from oomlens.events import Event, Source
-from oomlens.kinds import shipped
+from oomlens.kinds import device_values, shipped
 from oomlens.outputs.table import render as table
 from oomlens.outputs.verdict import fix_lines, grouped, spans
 from oomlens.remedies import new_value, worked_out
@@ -44,7 +44,8 @@ SAMPLE = {  # a value of each template spec, as an event would hold it
     "first_top": [{"pid": 7, "command": "ray::A", "bytes": 1024**3}],
     "memory_sizes": {"allocated_bytes": 1024**3},
 }
-ALWAYS = {"at": "", "on_node": "", "fields": {}, "said": "CUDA Error: out of memory"}  # what every event gives a template
+# what every event gives a template (Event.values): its device's words too, "unknown" when it names none
+ALWAYS = {"at": "", "on_node": "", "fields": {}, "said": "CUDA Error: out of memory", **device_values(None, None)}
 
 
 def names(template: str) -> dict[str, str | None]:
@@ -190,7 +191,7 @@ def test_an_inferred_time_is_an_interval_in_words_everywhere_the_terminal_says_i
     assert when(None, "2026-03-05T00:00:01", True) == "before 2026-03-05 00:00:01"
     assert when("2026-03-04T23:59:59", "2026-03-05T00:00:01", True) == "between 2026-03-04 23:59:59 and 2026-03-05 00:00:01"
     diagnosis = analyzed(REAL / "126_ray_44292.log")
-    [event] = diagnosis.events
+    [event] = [e for e in diagnosis.events if e.kind == "ray_worker_died"]  # and the SIGSEGV that ended it
     assert event.time_inferred
     out = table(diagnosis)
     assert "between 2024-03-27 00:47:05.906 and 00:47:10.438" in out and "~" not in out
