@@ -54,6 +54,7 @@ MARKERS_UP_TO = 200  # a series with more points is drawn as a line only (SVG ma
 HOVER_LINES = 30  # lines of a raw block shown on hover; the table shows all of it
 HOVER_WIDTH = 160
 MAX_KILL_CHARTS = 12
+MARGIN = {"l": 60, "r": 20, "t": 70, "b": 50}  # the timeline's; its view buttons stand in the top one
 PLOTLY_CDN = "https://cdn.plot.ly/plotly-{version}.min.js"  # where plotly.py's own to_html(include_plotlyjs="cdn") loads it
 T = TypeVar("T")
 # What a terminal would act on and a browser shows as debris: the colour codes the envelopes
@@ -466,13 +467,14 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
             )
             shapes.append((place.x, axis.step_of(incident.root.id), axis.order.get(incident.root.id)))
     fig.update_xaxes(title_text=axis.title, row=len(rows), col=1)
+    height = int(260 * sum(heights) + 160)
     if axis.by_time:
         fig.update_xaxes(type="date")
     elif span and span[1] - span[0] <= 10:
         fig.update_xaxes(dtick=1)  # event numbers are whole
     fig.update_layout(
-        height=int(260 * sum(heights) + 160),
-        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+        height=height,
+        margin=MARGIN,
         hovermode="closest",
         template="plotly_white",
         # under the plot, across its width: beside it, a phone's legend would take the plot's place
@@ -483,7 +485,7 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         views = [("log order", orders, "event number (log order)", [order for _, _, order in shapes])]
         if axis.step:
             views.insert(0, ("training step", steps, "training step (the last step:N printed before)", [step for _, step, _ in shapes]))
-        _views(fig, views, len(rows), [time for time, _, _ in shapes], labels_from)
+        _views(fig, views, len(rows), [time for time, _, _ in shapes], labels_from, height - MARGIN["t"] - MARGIN["b"])
     notes = []
     if left_out := len(failures) - len(placed):
         notes.append(f"{left_out} failure event(s) have no time and are only in the table below.")
@@ -521,7 +523,7 @@ def _intervals(places: list[Place | None], ys: list[float]) -> dict[str, Any] | 
     return {"x": xs, "y": levels, "mode": "lines", "line": {"width": 1, "color": "rgba(120,120,120,0.45)"}}
 
 
-def _views(fig: Any, views: list[tuple[str, list[list[Any]], str, list[Any]]], rows: int, roots: list[Any], labels_from: int) -> None:  # noqa: ANN401 - a plotly Figure
+def _views(fig: Any, views: list[tuple[str, list[list[Any]], str, list[Any]]], rows: int, roots: list[Any], labels_from: int, plot_height: float) -> None:  # noqa: ANN401 - a plotly Figure
     """Buttons that put the x axis on time (the figure as drawn) or on another view: (label,
     every trace's x, axis title, each root's x). Lines that print no time keep their order
     in log order, where an interval hides it; the training step is what veRL users count in."""
@@ -537,7 +539,18 @@ def _views(fig: Any, views: list[tuple[str, list[list[Any]], str, list[Any]]], r
     buttons = [button("time", times, "time", roots, "date")] + [button(label, xs, title, marks, "linear") for label, xs, title, marks in views]
     fig.update_layout(
         updatemenus=[
-            {"type": "buttons", "direction": "right", "x": 0, "y": 1.12, "xanchor": "left", "yanchor": "bottom", "showactive": True, "buttons": buttons}
+            # just above the plot whatever its height (y is a share of the plot's height, the
+            # buttons stand in the top margin): a fixed share leaves a tall figure a blank band
+            {
+                "type": "buttons",
+                "direction": "right",
+                "x": 0,
+                "y": 1 + 22 / plot_height,
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "showactive": True,
+                "buttons": buttons,
+            }
         ]
     )
 
