@@ -43,9 +43,13 @@ def to_bytes(number: str | float, unit: str = "GiB", signed: bool = False) -> in
     past 2**63 bytes, or below zero (veRL prints -1 for a size it could not read) unless
     `signed` (a change of size). Text that is no size at all raises ValueError."""
     text = str(number)
+    try:  # the common case: the number alone, its unit apart
+        return sized(float(text.replace(",", "") if "," in text else text) * _factor(unit), signed)
+    except ValueError:
+        pass
     m = GLUED.fullmatch(text)
     if m is None:
-        raise ValueError(f"not a size: {text!r}")
+        raise ValueError(f"not a size: {text!r}") from None
     digits, glued = m.groups()
     return sized(float(digits.replace(",", "") if "," in digits else digits) * _factor(glued or unit), signed)
 
