@@ -206,9 +206,10 @@ class Family:
             return self.transformer.transform(tree)
         except LarkError:
             unread: list[str] = []
-            drafts = _tolerant(self.transformer, tree, unread)
-            if not isinstance(drafts, list):
+            made = _tolerant(self.transformer, tree, unread)
+            if not isinstance(made, list):
                 raise
+            drafts = [d for d in made if isinstance(d, dict)]  # a draft of the failed part is None
             for draft in drafts:
                 draft.setdefault("fields", {})["unread"] = unread
             return drafts

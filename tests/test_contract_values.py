@@ -135,3 +135,29 @@ def test_a_grammar_sample_with_any_number_in_any_unit_gives_a_valid_contract(sam
     events, problems = read(text)
     assert schema_errors(events) == [], text
     assert not [p for p in problems if "please report" in p], text
+
+
+def test_a_rule_that_fails_costs_its_part_only(tmp_path):
+    """Any family: a Transformer method that raises on what the log printed leaves its rule
+    None; the rest of the block still makes the draft, which lists what it lost."""
+    import lark
+
+    from oomlens.grammars import family
+
+    grammar = tmp_path / "demo_sizes.lark"
+    grammar.write_text('//! trigger: demo sizes\nstart: "demo sizes" used "/" total\nused: WORD\ntotal: WORD\nWORD: /[^\\s\\/]+/\n%ignore " "\n')
+
+    class Demo(lark.Transformer):
+        def start(self, items):
+            return [{"kind": "gpu_memory", "fields": {"used_bytes": items[0], "total_bytes": items[1]}}]
+
+        def used(self, items):
+            return to_bytes(str(items[0]))
+
+        total = used
+
+    fam = family(grammar, Demo)
+    assert fam.parse("demo sizes 1.5GiB / 2GiB")[0] == [{"kind": "gpu_memory", "fields": {"used_bytes": 3 << 29, "total_bytes": 2 << 30}}]
+    [draft], _ = fam.parse("demo sizes lots / 2GiB")
+    assert draft["fields"]["used_bytes"] is None and draft["fields"]["total_bytes"] == 2 << 30
+    assert draft["fields"]["unread"] == ["used: ValueError: not a size: 'lots'"]
