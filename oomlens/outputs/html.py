@@ -624,7 +624,7 @@ def kill_figures(diagnosis: Diagnosis) -> list[tuple[Event, dict[str, Any]]]:
         culprit = incident.culprit.get("pid") if incident and incident.culprit else None
         killed = {k.get("pid") for k in event.fields.get("killed") or []}
         colours = ["#d62728" if r["pid"] == culprit else "#ff7f0e" if r["pid"] in killed else "#4c78a8" for r in top]
-        labels = [plain(f"pid {r['pid']} {_short(r.get('command'), 44)}") for r in top]
+        labels = [plain(f"pid {r['pid']} {_short(r.get('command'), 28)}") for r in top]  # the whole command on hover: a phone has room for the bars too
         hover = [
             plain(f"pid {r['pid']}: {r.get('command') or '?'}")
             + f"<br>{gib(r['bytes'])}"
