@@ -161,3 +161,25 @@ def test_a_rule_that_fails_costs_its_part_only(tmp_path):
     [draft], _ = fam.parse("demo sizes lots / 2GiB")
     assert draft["fields"]["used_bytes"] is None and draft["fields"]["total_bytes"] == 2 << 30
     assert draft["fields"]["unread"] == ["used: ValueError: not a size: 'lots'"]
+
+
+DOCUMENT = jsonschema.Draft202012Validator(SCHEMA)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(SAMPLES), min_size=1, max_size=4), st.data())
+def test_a_log_of_mutated_samples_gives_a_whole_document_that_validates(tmp_path_factory, samples, data):
+    """Several mutated samples in one log, through the whole pipeline: the document (events,
+    incidents, the verdict, the remedies worked out from the sizes) validates."""
+    lines = []
+    for sample in samples:
+        places = list(NUMBER.finditer(sample))
+        if places:
+            where = data.draw(st.sampled_from(places))
+            sample = sample[: where.start()] + data.draw(NUMBERS) + data.draw(st.sampled_from(["", *SIZE_UNITS])) + sample[where.end() :]
+        lines.append(sample)
+    log = tmp_path_factory.mktemp("mutated") / "driver.log"
+    log.write_text("\n".join(lines) + "\n")
+    document = oomlens.analyze(str(log), jobs=1).to_dict()
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in DOCUMENT.iter_errors(document)]
+    assert errors == [], lines
