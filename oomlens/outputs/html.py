@@ -55,6 +55,7 @@ HOVER_LINES = 30  # lines of a raw block shown on hover; the table shows all of 
 HOVER_WIDTH = 160
 MAX_KILL_CHARTS = 12
 MARGIN = {"l": 60, "r": 20, "t": 70, "b": 50}  # the timeline's; its view buttons stand in the top one
+TOP_WITHOUT_BUTTONS = 30  # room for an incident's label alone: the first screen is short
 PLOTLY_CDN = "https://cdn.plot.ly/plotly-{version}.min.js"  # where plotly.py's own to_html(include_plotlyjs="cdn") loads it
 T = TypeVar("T")
 # What a terminal would act on and a browser shows as debris: the colour codes the envelopes
@@ -474,7 +475,7 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         fig.update_xaxes(dtick=1)  # event numbers are whole
     fig.update_layout(
         height=height,
-        margin=MARGIN,
+        margin=MARGIN if axis.by_time else {**MARGIN, "t": TOP_WITHOUT_BUTTONS},
         hovermode="closest",
         template="plotly_white",
         # under the plot, across its width: beside it, a phone's legend would take the plot's place
@@ -985,6 +986,7 @@ h2{font-size:17px;margin:4px 0 10px}h3{font-size:15px;margin:14px 0 6px}
 table{border-collapse:collapse}td,th{padding:3px 8px;text-align:left;vertical-align:top}
 .facts th{color:#555;font-weight:600;white-space:nowrap}
 .remedies td,.remedies th,#event-table td,#event-table th{border-bottom:1px solid #eee}
+.facts td,.facts th,.remedies td,.remedies th{padding:2px 8px}.remedies{font-size:13px}
 code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
 .note{color:#666;font-size:12.5px}
 .bars{display:flex;flex-wrap:wrap;gap:8px}.bar{flex:1 1 560px;min-width:min(420px,100%)}
