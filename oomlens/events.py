@@ -30,34 +30,46 @@ COMPONENTS = (
 )
 
 GIB = 1024**3
-UNITS = {
-    "b": 1,
-    "bytes": 1,
-    "kb": 1024,  # the kernel's and Ray's "kB"/"KB" are KiB
-    "kib": 1024,
-    "mb": 1024**2,
-    "mib": 1024**2,
-    "gb": GIB,  # Ray, veRL, EasyR1 and vLLM print GiB and call it GB
-    "gib": GIB,
-    "tb": 1024**4,
-    "tib": 1024**4,
-}
+# Bytes per unit as the grammars accept it (common.lark's SIZE_UNIT): every tool oomlens reads
+# means binary units, whether it writes "GB", "GiB" or a bare "G", from kilo to yotta
+UNITS = {"b": 1, "bytes": 1}
+for _power, _prefix in enumerate("kmgtpezy", start=1):
+    UNITS[_prefix] = UNITS[f"{_prefix}b"] = UNITS[f"{_prefix}ib"] = 1024**_power  # the kernel's and Ray's "kB" are KiB too
+GLUED = re.compile(r"\s*([-+]?(?:\d[\d,]*)?\.?\d+(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan))\s*([A-Za-z]*)\s*", re.IGNORECASE)
 
 
-def to_bytes(number: str | float, unit: str = "GiB") -> int | None:
-    """Convert a printed size to bytes; every tool oomlens reads means binary units. None for
-    a size no memory has (an overflow, `inf`, `1e999`, past 2**63 bytes): not known."""
+def to_bytes(number: str | float, unit: str = "GiB", signed: bool = False) -> int | None:
+    """Convert a printed size to bytes; a unit glued to the number ("2.85ZB") is the one
+    that counts, else `unit`. None for a size no memory has: an overflow, `inf`, `1e999`,
+    past 2**63 bytes, or below zero (veRL prints -1 for a size it could not read) unless
+    `signed` (a change of size). Text that is no size at all raises ValueError."""
     text = str(number)
-    return sized(float(text.replace(",", "") if "," in text else text) * _factor(unit))
+    try:  # the common case: the number alone, its unit apart
+        return sized(float(text.replace(",", "") if "," in text else text) * _factor(unit), signed)
+    except ValueError:
+        pass
+    m = GLUED.fullmatch(text)
+    if m is None:
+        raise ValueError(f"not a size: {text!r}") from None
+    digits, glued = m.groups()
+    return sized(float(digits.replace(",", "") if "," in digits else digits) * _factor(glued or unit), signed)
 
 
-def sized(size: float) -> int | None:
+def sized(size: float, signed: bool = False) -> int | None:
     """A size in bytes as an integer, or None for one no memory has: every family converts
-    through this or to_bytes, so an absurd number in a log is a size not known, not a crash."""
-    return round(size) if -LARGEST < size < LARGEST else None  # NaN is neither
+    through this or to_bytes, so an absurd number in a log is a size not known, not a crash.
+    A size below zero is not known either, unless `signed` says it is a change of size."""
+    return round(size) if (-LARGEST if signed else 0) <= size < LARGEST else None  # NaN is neither
 
 
 LARGEST = 2.0**63  # bytes: what JSON readers and pandas hold as an integer, and far beyond any machine
+
+
+def count(text: str) -> int | None:
+    """An integer a log printed (a pid, a count) that every reader of the contract holds,
+    or None for one past 2**63: not known."""
+    value = int(text)
+    return value if -LARGEST <= value < LARGEST else None
 
 
 @functools.lru_cache(maxsize=64)

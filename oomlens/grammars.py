@@ -136,7 +136,7 @@ class Family:
 
     @functools.cached_property
     def parser(self) -> Lark:
-        return Lark.open(str(self.path), parser="lalr", lexer="contextual", cache=True)
+        return Lark.open(str(self.path), parser="lalr", lexer="contextual", cache=_cache_file(self.path))
 
     @functools.cached_property
     def transformer(self) -> Transformer:
@@ -152,11 +152,11 @@ class Family:
             drafts, complete = self._parse_shape(text, self.shapes)
         else:
             tree, complete = parse_prefix(self.parser, text)
-            drafts = [] if tree is None else self.transformer.transform(tree)
+            drafts = self._transform(tree)
         cut = cut_number(text) if not complete else None
         if cut is not None:  # the text stops inside a number that may have gone on: not read
             tree, complete = parse_prefix(self.parser, text[:cut])
-            drafts, complete = ([] if tree is None else self.transformer.transform(tree)), False
+            drafts, complete = self._transform(tree), False
         if not drafts:
             return [], False
         if not complete:
@@ -182,15 +182,37 @@ class Family:
                 shapes.clear()
             shapes[shape] = ONCE
             tree, complete = parse_prefix(self.parser, text)
-            return ([] if tree is None else self.transformer.transform(tree)), complete
+            return self._transform(tree), complete
         if cached is ONCE:
             tree, complete = parse_prefix(self.parser, shape)
             cached = shapes[shape] = (None if tree is None else self._compile(tree, shape), complete)
         plan, complete = cached
         if plan is None or not complete:  # a cut line: its own parse, its own prefix
             tree, complete = parse_prefix(self.parser, text)
-            return ([] if tree is None else self.transformer.transform(tree)), complete
-        return plan(numbers), complete
+            return self._transform(tree), complete
+        try:
+            return plan(numbers), complete
+        except Exception:  # noqa: BLE001 - a value its Transformer cannot read: the tree, read part by part
+            return self._transform(parse_prefix(self.parser, text)[0]), complete
+
+    def _transform(self, tree: Tree | None) -> list[dict[str, Any]]:
+        """The drafts of a parse tree. Where a rule's method fails on what the log printed (a
+        number no conversion reads), the block keeps what the rest of it says: that rule is
+        read as None, its parents as far as they can, and each draft lists in
+        `fields["unread"]` the parts it lost (the scanner tells them as a problem)."""
+        if tree is None:
+            return []
+        try:
+            return self.transformer.transform(tree)
+        except LarkError:
+            unread: list[str] = []
+            made = _tolerant(self.transformer, tree, unread)
+            if not isinstance(made, list):
+                raise
+            drafts = [d for d in made if isinstance(d, dict)]  # a draft of the failed part is None
+            for draft in drafts:
+                draft.setdefault("fields", {})["unread"] = unread
+            return drafts
 
     def _compile(self, tree: Tree, shape: str) -> Callable[[list[str]], Any] | None:
         """A shape's tree made one function of the line's numbers: each rule's Transformer
@@ -258,6 +280,42 @@ class _Refilled(str):
         refilled = cls(text)
         refilled.type = type_
         return refilled
+
+
+IMPORT = re.compile(r"^%import \.(\w+)", re.MULTILINE)
+
+
+def _cache_file(path: Path) -> str:
+    """Where lark keeps a grammar's compiled parser: named by the grammar's text and the
+    texts of the grammars it imports. lark's own `cache=True` is named by the grammar's text
+    alone, so two checkouts whose common.lark differ (two releases, two worktrees) would
+    share one parser, built from the other's terminals."""
+    import hashlib
+    import sys
+    import tempfile
+
+    import lark
+
+    text = path.read_text(encoding="utf-8")
+    digest = hashlib.sha256(text.encode())
+    for name in sorted(set(IMPORT.findall(text))):
+        imported = path.with_name(f"{name}.lark")
+        digest.update(imported.read_bytes() if imported.is_file() else name.encode())
+    digest.update(f"{lark.__version__} {sys.version_info[:2]}".encode())
+    return str(Path(tempfile.gettempdir()) / f".oomlens_lark_{digest.hexdigest()[:32]}.tmp")
+
+
+def _tolerant(transformer: Transformer, tree: Tree, unread: list[str]) -> Any:
+    """`tree` transformed as lark would, except that a rule whose method raises is None
+    (its rule and error noted in `unread`): its parent reads the rest of its children."""
+    from .sources import error_line
+
+    children = [_tolerant(transformer, c, unread) if isinstance(c, Tree) else c for c in tree.children]
+    try:
+        return transformer._call_userfunc(tree, children)
+    except LarkError as err:
+        unread.append(f"{tree.data}: {error_line(err)}")
+        return None
 
 
 ONCE: tuple[Any, bool] = (None, False)  # a shape cache's mark of a shape seen once, parsed as its line stood

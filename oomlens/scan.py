@@ -250,6 +250,8 @@ class Scanner:
         self._failures = 0  # blocks oomlens could not read, left out
         self._first_failure = ""  # where the first was and why
         self._undecoded: list[int] = []  # lines of JSON records cut or corrupted, whose message could not be taken out
+        self._partial = 0  # blocks read in part: a value in them no conversion reads (fields["unread"])
+        self._first_partial = ""
         self._end = 0  # where the stream's bytes end in the buffer being scanned
         self._first_line = 1  # the number of the stream's first line
         self.blocks = Blocks()  # gathers the blocks of the hits
@@ -350,6 +352,10 @@ class Scanner:
             if self._failures:
                 self.problems.append(
                     f"{self._failures} block(s) oomlens could not read, left out; the rest was read (please report; first at {self._first_failure})"
+                )
+            if self._partial:
+                self.problems.append(
+                    f"{self._partial} block(s) read only in part, their events kept with what could be read (fields.unread; first at {self._first_partial})"
                 )
 
     def _count_long_lines(self, data: bytes | bytearray, end: int, base: int, eof: bool) -> None:
@@ -517,6 +523,10 @@ class Scanner:
 
     def _event(self, draft: dict, head: Line, stamp: Stamp | None, inferred: bool, actor: str | None, source: Source, raw: str) -> Event | Clue:
         fields = draft.get("fields", {})
+        if "unread" in fields:
+            self._partial += 1
+            if self._partial == 1:
+                self._first_partial = f"line {source.line}: {'; '.join(fields['unread'])}"
         time = draft.get("time")
         if time is None and stamp is not None:
             time = stamp.iso(self.ctx.year)

@@ -55,6 +55,9 @@ HOSTILE = [
 ]
 
 
+RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # what markdown shows escaped
+
+
 @st.composite
 def mutated(draw: st.DrawFn, long: int = 20_000) -> tuple[bytes, int]:
     """A seed with one to three mutations, and the offset of its first mutated byte (every
@@ -106,7 +109,8 @@ def check(data: bytes, first: int | None, folder: Path, html: bool = False) -> N
     stream = io.BytesIO()
     diagnosis.write_json(stream)
     jsonschema.Draft202012Validator(oomlens.schema()).validate(json.loads(stream.getvalue()))
-    markdown.render(diagnosis)
+    text = markdown.render(diagnosis)
+    assert not RAW_CONTROL.search(text), f"a control character from the log in the markdown: {RAW_CONTROL.search(text)!r}"
     table.render(diagnosis, 120)
     if html:
         from oomlens.outputs.html import render

@@ -207,7 +207,9 @@ def test_click_row_reveals_raw_block_and_table_sorts_and_filters(opened, reports
     assert raw.is_visible()
     assert "\x1b[33m(raylet)\x1b[0m" in event.text  # as the driver console wrote it: shown as written, less the colour codes
     assert raw.locator("pre").text_content() == event.text.replace("\x1b[33m", "").replace("\x1b[0m", "")
-    assert f"{event.source.path}:{event.source.line}" in page.locator(f"#event-{event.id} tr.row").text_content()
+    source = page.locator(f"#event-{event.id} tr.row code.src")  # the path as short as tells it apart, whole on hover
+    assert source.get_attribute("title") == f"{event.source.path}:{event.source.line}"
+    assert source.text_content() == f"{Path(event.source.path).name}:{event.source.line}"
     page.click(f"#event-{event.id} tr.row")
     assert raw.is_hidden()
 

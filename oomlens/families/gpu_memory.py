@@ -40,8 +40,14 @@ STEP_METRICS = {
 
 
 def _draft(label: str | None, fields: dict, memory: str = "gpu") -> dict:
-    """A gpu_memory draft whose contract fields are present even when unknown."""
-    return {"kind": "gpu_memory", "memory": memory, "fields": {"label": label, **dict.fromkeys(CONTRACT), **fields}}
+    """A gpu_memory draft whose contract fields are present even when unknown. Sizes are read
+    signed (vLLM's KV cache left can be below zero: it did not fit); a contract field below
+    zero is no reading (veRL prints `-1` for a device it could not query): not known."""
+    merged = {"label": label, **dict.fromkeys(CONTRACT), **fields}
+    for name in CONTRACT:
+        if merged[name] is not None and merged[name] < 0:
+            merged[name] = None
+    return {"kind": "gpu_memory", "memory": memory, "fields": merged}
 
 
 def _gib(number) -> int | None:
@@ -103,7 +109,7 @@ class Transformer(lark.Transformer):
 
     def size(self, items):
         number, unit = items
-        return to_bytes(number, unit)
+        return to_bytes(number, unit, signed=True)
 
     def sleep(self, items):
         freed, used = items
@@ -140,8 +146,12 @@ class Transformer(lark.Transformer):
 
     def result_item(self, items):
         name, number, unit = items
-        value = to_bytes(number, unit) if unit else float(number)
-        return {RESULT_ITEMS[name]: value} if name in RESULT_ITEMS else {}
+        field = RESULT_ITEMS.get(name)
+        if field is None:
+            return {}
+        if field.endswith("_bytes"):  # a size printed without its unit: which unit is not known
+            return {field: to_bytes(number, unit, signed=True) if unit else None}
+        return {field: float(number)}
 
     def kv_cache(self, items):
         return _draft("vllm available kv cache", {"kv_cache_bytes": items[0]})
@@ -149,7 +159,7 @@ class Transformer(lark.Transformer):
     def startup_free(self, items):
         device, free, total, unit, utilization, requested, _rest = items
         free_bytes, total_bytes = to_bytes(free, unit), to_bytes(total, unit)
-        used = None if free_bytes is None or total_bytes is None else total_bytes - free_bytes
+        used = None if free_bytes is None or total_bytes is None else sized(total_bytes - free_bytes)
         fields = {
             "free_bytes": free_bytes,
             "total_bytes": total_bytes,

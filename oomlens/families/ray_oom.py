@@ -7,19 +7,27 @@ the killed workers, the Top-10 table, which generation of the report it was).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 import lark
 
-from ..events import sized, to_bytes
+from ..events import count, sized, to_bytes
 
 IP = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F:]*:[0-9a-fA-F:]+)$")
 RAY_TITLE = re.compile(r"^ray::(?P<what>[\w.<>-]+)")
 
 
 def _gb(token: str) -> int | None:
-    return to_bytes(token[:-2] if token.endswith("GB") else token, "GB")
+    """A size as the report prints it: GB unless another unit is glued to the number."""
+    return to_bytes(token, "GB")
+
+
+def _fraction(token: str) -> float | None:
+    """A share of the node's memory; one below zero (or no number, `nan`) is not known."""
+    value = float(token)
+    return value if 0 <= value < math.inf else None
 
 
 def split_name(name: str) -> tuple[str | None, str | None]:
@@ -106,12 +114,12 @@ class Transformer(lark.Transformer):
         return {
             "node_used_bytes": _gb(used),
             "node_total_bytes": _gb(total),
-            "usage_fraction": float(fraction),
+            "usage_fraction": _fraction(fraction),
             "used_limit_words": used_word is not None or limit_word is not None,
         }
 
     def threshold_clause(self, items):
-        return {"threshold": float(items[0])}
+        return {"threshold": _fraction(items[0])}
 
     def killed_this(self, items):
         return {"worker_id": str(items[0])}
@@ -182,8 +190,10 @@ class Transformer(lark.Transformer):
     def top_row(self, items):
         pid, mem, command = items
         number, unit = next(((mem[: -len(u)], u) for u in ROW_UNITS if u and mem.endswith(u)), (str(mem), ""))
-        size = sized(float(number) * ROW_UNITS[unit])
-        return {"row": {"pid": int(pid), "bytes": size, "command": str(command).strip() if command else ""}, "unit": ROW_UNITS[unit]}
+        row = {"pid": count(pid), "bytes": sized(float(number) * ROW_UNITS[unit]), "command": str(command).strip() if command else ""}
+        if row["pid"] is None or row["bytes"] is None:  # a pid or size no process has: the row as printed, said unread
+            return {"unread_row": f"{pid} {mem} {row['command']}".rstrip(), "unit": ROW_UNITS[unit]}
+        return {"row": row, "unit": ROW_UNITS[unit]}
 
     def suggestions(self, items):
         text = str(items[0] or "")
@@ -200,8 +210,8 @@ class Transformer(lark.Transformer):
             "host": str(host),
             "node_used_bytes": _gb(used),
             "node_total_bytes": _gb(total),
-            "usage_fraction": float(fraction),
-            "threshold": float(threshold),
+            "usage_fraction": _fraction(fraction),
+            "threshold": _fraction(threshold),
         }
         if name:
             fact["killed_name"] = str(name)
@@ -228,20 +238,22 @@ class Transformer(lark.Transformer):
     def start(self, facts):
         facts = [f for f in facts if isinstance(f, dict)]
         merged: dict[str, Any] = {}
-        workers, rows, units = [], [], set()
+        workers, rows, unread, units = [], [], [], set()
         for fact in facts:
             units.add(fact.pop("unit", None))
             if "worker" in fact:
                 workers.append(fact["worker"])
             elif "row" in fact:
                 rows.append(fact["row"])
+            elif "unread_row" in fact:
+                unread.append(fact["unread_row"])
             else:
                 merged.update(fact)
         if "header_sizes" in merged:  # "(X / Y GB)": 10^9 where the rows and shared size say GB, else GiB
             unit = ROW_UNITS["GB"] if ROW_UNITS["GB"] in units else ROW_UNITS["GiB"]
             used, total = merged.pop("header_sizes")
-            merged["node_used_bytes"], merged["node_total_bytes"] = round(used * unit), round(total * unit)
-        if not (workers or rows or set(merged) - {"suggestions", "retriable", "docs_from"}):
+            merged["node_used_bytes"], merged["node_total_bytes"] = sized(used * unit), sized(total * unit)
+        if not (workers or rows or unread or set(merged) - {"suggestions", "retriable", "docs_from"}):
             return []  # the suggestions alone tell no kill: the raylet's periodic summary ends with them too
         victim = merged.get("victim")
         killed = self._killed(merged, victim, workers)
@@ -258,8 +270,10 @@ class Transformer(lark.Transformer):
         if "threshold_bytes" in merged:
             fields["threshold_bytes"] = merged["threshold_bytes"]
             fields["node_limit_bytes"] = merged["node_limit_bytes"]
-            if fields["threshold"] is None:
+            if fields["threshold"] is None and merged["node_limit_bytes"]:
                 fields["threshold"] = round(merged["threshold_bytes"] / merged["node_limit_bytes"], 6)
+        if unread:  # Top-10 rows whose pid or size no process has: kept as printed, out of `top`
+            fields["top_unread"] = unread
         if rows and not merged.get("top_header"):  # rows without the table's title or header: a paste cut above them, its top users gone
             fields["top_cut"] = True
         for name in ("kill_reason", "idle_workers", "idle_workers_bytes", "task_name", "oom_retries_left", "retriable", "worker_id", "object_store_bytes"):

@@ -135,4 +135,4 @@ class Transformer(lark.Transformer):
 
     def size(self, items):
         number, unit = items
-        return to_bytes(number, unit)
+        return to_bytes(number, unit, signed=True)  # the KV cache left can be below zero: it did not fit

@@ -54,7 +54,8 @@ MARKERS_UP_TO = 200  # a series with more points is drawn as a line only (SVG ma
 HOVER_LINES = 30  # lines of a raw block shown on hover; the table shows all of it
 HOVER_WIDTH = 160
 MAX_KILL_CHARTS = 12
-MAX_CASCADE_LINES = 20
+MARGIN = {"l": 60, "r": 20, "t": 70, "b": 50}  # the timeline's; its view buttons stand in the top one
+TOP_WITHOUT_BUTTONS = 30  # room for an incident's label alone: the first screen is short
 PLOTLY_CDN = "https://cdn.plot.ly/plotly-{version}.min.js"  # where plotly.py's own to_html(include_plotlyjs="cdn") loads it
 T = TypeVar("T")
 # What a terminal would act on and a browser shows as debris: the colour codes the envelopes
@@ -116,6 +117,40 @@ def _source(event: Event) -> str:
     return f"{event.source.path}:{event.source.line}"
 
 
+def short_paths(paths: Sequence[str]) -> dict[str, str]:
+    """Each path as its last few parts, as many as tell it apart from the others shown
+    (`node-10.0.0.3/logs/gcs_server.out` beside `node-10.0.0.4/logs/gcs_server.out`, plain
+    `driver-console.log` where it is the only one): a page of 120-character paths shows
+    none of them whole on a phone, and the folder they share says nothing."""
+    parts = {p: [x for x in re.split(r"[/\\]", p) if x] or [p] for p in set(paths)}
+    shown: dict[str, str] = {}
+    for path, mine in parts.items():
+        for k in range(1, len(mine) + 1):
+            tail = mine[-k:]
+            if all(other[-k:] != tail for q, other in parts.items() if q != path):
+                break
+        shown[path] = path if k == len(mine) else "/".join(mine[-k:])
+    return shown
+
+
+def _link(event: Event, shown: dict[str, str]) -> str:
+    """A link to an event's row: its file as `shown` shortens it, the whole path on hover."""
+    full = _source(event)
+    short = f"{shown.get(event.source.path, event.source.path)}:{event.source.line}"
+    return f'<a href="#event-{esc(event.id)}" class="src" title="{esc(full)}">{esc(short)}</a>'
+
+
+def _spans(numbers: set[int]) -> str:
+    """Whole numbers as runs: {0, 1, 2, 3, 5} -> "0–3, 5"."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
 def _who(event: Event) -> str:
     parts = []
     if event.pid is not None:
@@ -155,6 +190,8 @@ class Series:
 
     name: str
     memory: str  # host | gpu
+    node: str | None = None
+    group: str = ""  # its name less the process (pid, rank, GPU): series alike share one legend entry
     readings: list[Sample] = field(default_factory=list)
 
 
@@ -176,16 +213,56 @@ def series_of(readings: list[Sample]) -> list[Series]:
         pid = s.pid if s.pid is not None else pid_of.get((s.node, "rank", s.rank)) or pid_of.get((s.node, "gpu", s.gpu))
         if s.memory == "host" and s.label == "node":
             key: tuple = ("host", s.node, "node")
-            name = f"host used · node {s.node or '?'}"
+            name = group = f"host used · node {s.node or '?'}"
         elif s.memory == "host":
             key = ("host", s.node, pid, s.metric)
             name = " · ".join(p for p in (f"host {s.metric}", f"pid {pid}" if pid is not None else "", _short(s.process, 40), s.node or "") if p)
+            group = " · ".join(p for p in (f"host {s.metric}", _short(s.process, 40), s.node or "") if p)
         else:
             key = ("gpu", s.node, pid, s.metric) if pid is not None else ("gpu", s.node, s.rank, s.gpu, s.metric)
             where = [f"rank {s.rank}" if s.rank is not None else "", f"GPU {s.gpu}" if s.gpu is not None else "", f"pid {pid}" if pid is not None else ""]
             name = " · ".join(p for p in (f"GPU {s.metric}", *where, _short(s.process, 40), s.node or "") if p)
-        found.setdefault(key, Series(name, s.memory)).readings.append(s)
+            group = " · ".join(p for p in (f"GPU {s.metric}", _short(s.process, 40), s.node or "") if p)
+        found.setdefault(key, Series(name, s.memory, s.node, group)).readings.append(s)
     return list(found.values())
+
+
+SCALES_APART = 2.0  # nodes whose peaks differ by this factor or more get a panel each
+
+
+def _panels(series: list[Series]) -> dict[tuple[str, str | None], tuple[str, str | None]]:
+    """Which memory panel each (memory, node) is drawn in, host first: one panel per memory
+    kind, or one per node where the nodes' peaks lie SCALES_APART or more apart (640 GiB
+    beside 235 GiB on one axis flattens the smaller). A panel is (memory, its node or None)."""
+    panels: dict[tuple[str, str | None], tuple[str, str | None]] = {}
+    for memory in ("host", "gpu"):
+        peaks: dict[str | None, int] = {}
+        for one in series:
+            if one.memory == memory:
+                peaks[one.node] = max(peaks.get(one.node, 0), *(s.bytes for s in one.readings))
+        named = [p for node, p in peaks.items() if node is not None]
+        apart = len(named) > 1 and max(named) >= SCALES_APART * max(min(named), 1)
+        for node in sorted(peaks, key=lambda n: (n is None, n or "")):
+            panels[(memory, node)] = (memory, node if apart else None)
+    return panels
+
+
+def _legend_names(series: list[Series]) -> dict[int, str]:
+    """The series that show in the legend (by id), with the name each shows: one entry for
+    series alike but for their process (16 vLLM workers' "GPU used" lines are one entry,
+    "GPU used · vLLM ×16"); the others draw and hover as ever, and the entry hides them all."""
+    groups: dict[tuple[str, str], list[Series]] = {}
+    for one in series:
+        groups.setdefault((one.memory, one.group or one.name), []).append(one)
+    names = {}
+    for (_memory, group), members in groups.items():
+        first = members[0]
+        if len(members) == 1:
+            names[id(first)] = first.name
+        else:
+            metric, *rest = group.split(" · ")
+            names[id(first)] = " · ".join([f"{metric} ×{len(members)}", *rest])
+    return names
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,33 +349,33 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
     kinds = diagnosis.kinds
     failures = [e for e in diagnosis.events if e.kind not in kinds.memory_lines]
     placed = [e for e in failures if axis.of_event(e) is not None]
-    rows = [m for m in ("host", "gpu") if any(s.memory == m for s in all_series)] + (["events"] if placed else [])
+    panels = _panels(all_series)
+    rows: list[tuple[str, str | None]] = [*dict.fromkeys(panels.values()), *([("events", None)] if placed else [])]
     if not rows:
         return None, ""
-    titles = {"host": "host memory (GiB)", "gpu": "GPU memory (GiB)", "events": "failures"}
-    heights = {"host": 1.0, "gpu": 1.0, "events": 0.25 + 0.08 * len({e.kind for e in placed})}
-    fig = make_subplots(
-        rows=len(rows),
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.06,
-        row_heights=[heights[r] for r in rows],
-        subplot_titles=[titles[r] for r in rows],
-    )
+    heights = [0.25 + 0.08 * len({e.kind for e in placed}) if memory == "events" else 1.0 for memory, _ in rows]
+    fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=heights)
+    for n, (memory, node) in enumerate(rows, 1):  # each panel says what it shows on its own axis: no title for a label to cover
+        title = "failures" if memory == "events" else f"{'host' if memory == 'host' else 'GPU'} GiB" + (f" · {node}" if node else "")
+        fig.update_yaxes(title_text=title, title_font={"size": 11}, row=n, col=1)
+        if memory != "events":
+            fig.update_yaxes(rangemode="tozero", row=n, col=1)  # memory from zero: a flat 310 GiB is no sawtooth
     xs = _xs([axis.of_sample(s) for s in readings] + [axis.of_event(e) for e in placed])  # all placed: none is None
     span = _span(xs, axis.by_time)
     steps: list[list[Any]] = []  # each trace's x on the training-step axis, in trace order
     orders: list[list[Any]] = []  # and in log order
     shown_interval = False
+    legend = _legend_names(all_series)
     for one in sorted(all_series, key=lambda one: one.memory != "host"):  # host first, as the rows
-        row = rows.index(one.memory) + 1
+        row = rows.index(panels[(one.memory, one.node)]) + 1
         points = downsample(one.readings, lambda s: s.bytes)  # in event order: by time, or log order
         places = [axis.of_sample(s) for s in points]
         fig.add_trace(
             go.Scatter(
                 x=_xs(places),
                 y=[round(s.bytes / GIB, 4) for s in points],
-                name=plain(one.name),
+                name=plain(legend.get(id(one), one.name)),
+                showlegend=id(one) in legend,
                 legendgroup=one.memory,
                 mode="lines+markers" if len(points) <= MARKERS_UP_TO else "lines",
                 marker=_marker(places),
@@ -323,7 +400,10 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
             orders.append([None] * len(spans["x"]))
     step_span = _span([x for xs_ in steps for x in xs_ if x is not None] + [axis.step_of(e.id) for e in placed if axis.step_of(e.id) is not None], False)
     order_span = _span([axis.order[s.event] for s in readings] + [axis.order[e.id] for e in placed], False)
-    for name, memory, level, dash in _limits(diagnosis, readings):
+    for name, memory, node, level, dash in _limits(diagnosis, readings):
+        panel = panels.get((memory, node), panels.get((memory, None)))
+        if panel is None:  # a limit of a memory no reading shows
+            continue
         fig.add_trace(
             go.Scatter(
                 x=span,
@@ -335,13 +415,13 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
                 hovertext=[plain(f"{name}: {level:.2f} GiB")] * 2,
                 hoverinfo="text",
             ),
-            row=rows.index(memory) + 1,
+            row=rows.index(panel) + 1,
             col=1,
         )
         steps.append(step_span)
         orders.append(order_span)
     if placed:
-        row = rows.index("events") + 1
+        row = rows.index(("events", None)) + 1
         for kind in sorted({e.kind for e in placed}, key=kinds.order):
             of_kind = [e for e in placed if e.kind == kind]
             places = [axis.of_event(e) for e in of_kind]
@@ -371,6 +451,7 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
             orders.append([axis.order.get(e.id) for e in of_kind])
         fig.update_yaxes(type="category", row=row, col=1)
     shapes = []
+    labels_from = len(fig.layout.annotations)  # the incidents' labels come after any annotation before them
     for incident in diagnosis.incidents:
         place = axis.of_event(incident.root)
         if place is not None:
@@ -387,23 +468,25 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
             )
             shapes.append((place.x, axis.step_of(incident.root.id), axis.order.get(incident.root.id)))
     fig.update_xaxes(title_text=axis.title, row=len(rows), col=1)
+    height = int(260 * sum(heights) + 160)
     if axis.by_time:
         fig.update_xaxes(type="date")
     elif span and span[1] - span[0] <= 10:
         fig.update_xaxes(dtick=1)  # event numbers are whole
     fig.update_layout(
-        height=int(260 * sum(heights[r] for r in rows) + 160),
-        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+        height=height,
+        margin=MARGIN if axis.by_time else {**MARGIN, "t": TOP_WITHOUT_BUTTONS},
         hovermode="closest",
         template="plotly_white",
-        legend={"font": {"size": 11}},
+        # under the plot, across its width: beside it, a phone's legend would take the plot's place
+        legend={"font": {"size": 11}, "orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yref": "container", "yanchor": "bottom"},
         hoverlabel={"align": "left", "font": {"family": "monospace", "size": 11}},
     )
     if axis.by_time:
         views = [("log order", orders, "event number (log order)", [order for _, _, order in shapes])]
         if axis.step:
             views.insert(0, ("training step", steps, "training step (the last step:N printed before)", [step for _, step, _ in shapes]))
-        _views(fig, views, len(rows), [time for time, _, _ in shapes])
+        _views(fig, views, len(rows), [time for time, _, _ in shapes], labels_from, height - MARGIN["t"] - MARGIN["b"])
     notes = []
     if left_out := len(failures) - len(placed):
         notes.append(f"{left_out} failure event(s) have no time and are only in the table below.")
@@ -441,7 +524,7 @@ def _intervals(places: list[Place | None], ys: list[float]) -> dict[str, Any] | 
     return {"x": xs, "y": levels, "mode": "lines", "line": {"width": 1, "color": "rgba(120,120,120,0.45)"}}
 
 
-def _views(fig: Any, views: list[tuple[str, list[list[Any]], str, list[Any]]], rows: int, roots: list[Any]) -> None:  # noqa: ANN401 - a plotly Figure
+def _views(fig: Any, views: list[tuple[str, list[list[Any]], str, list[Any]]], rows: int, roots: list[Any], labels_from: int, plot_height: float) -> None:  # noqa: ANN401 - a plotly Figure
     """Buttons that put the x axis on time (the figure as drawn) or on another view: (label,
     every trace's x, axis title, each root's x). Lines that print no time keep their order
     in log order, where an interval hides it; the training step is what veRL users count in."""
@@ -449,15 +532,26 @@ def _views(fig: Any, views: list[tuple[str, list[list[Any]], str, list[Any]]], r
 
     def button(label: str, xs: list[list[Any]], title: str, marks: list[Any], kind: str) -> dict[str, Any]:
         layout: dict[str, Any] = {f"{axis}.title.text": title, "xaxis.type": kind}
-        for j, x in enumerate(marks):  # each root's line and label; the subplot titles are the first annotations
-            layout.update({f"shapes[{j}].x0": x, f"shapes[{j}].x1": x, f"annotations[{rows + j}].x": x})
+        for j, x in enumerate(marks):  # each root's line and label
+            layout.update({f"shapes[{j}].x0": x, f"shapes[{j}].x1": x, f"annotations[{labels_from + j}].x": x})
         return {"label": label, "method": "update", "args": [{"x": xs}, layout]}
 
     times = [list(trace.x) if trace.x is not None else [] for trace in fig.data]
     buttons = [button("time", times, "time", roots, "date")] + [button(label, xs, title, marks, "linear") for label, xs, title, marks in views]
     fig.update_layout(
         updatemenus=[
-            {"type": "buttons", "direction": "right", "x": 0, "y": 1.12, "xanchor": "left", "yanchor": "bottom", "showactive": True, "buttons": buttons}
+            # just above the plot whatever its height (y is a share of the plot's height, the
+            # buttons stand in the top margin): a fixed share leaves a tall figure a blank band
+            {
+                "type": "buttons",
+                "direction": "right",
+                "x": 0,
+                "y": 1 + 22 / plot_height,
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "showactive": True,
+                "buttons": buttons,
+            }
         ]
     )
 
@@ -478,22 +572,22 @@ def _span(xs: list[Any], by_time: bool) -> list[Any]:
     return [low - 1, high + 1] if low == high else [low, high]
 
 
-def _limits(diagnosis: Diagnosis, readings: list[Sample]) -> list[tuple[str, str, float, str]]:
-    """(name, memory, GiB, dash) of Ray's kill threshold and each node's and device's total."""
-    limits: dict[str, tuple[str, str, float, str]] = {}
+def _limits(diagnosis: Diagnosis, readings: list[Sample]) -> list[tuple[str, str, str | None, float, str]]:
+    """(name, memory, node, GiB, dash) of Ray's kill threshold and each node's and device's total."""
+    limits: dict[str, tuple[str, str, str | None, float, str]] = {}
     for event in diagnosis.events:
         f = event.fields
         if f.get("node_total_bytes"):  # a Ray kill report's node
             node = event.node or "?"
             total = f["node_total_bytes"] / GIB
-            limits[f"host total · node {node}"] = (f"host total · node {node}", "host", total, "dot")
+            limits[f"host total · node {node}"] = (f"host total · node {node}", "host", event.node, total, "dot")
             if f.get("threshold") is not None:
                 name = f"Ray threshold {f['threshold']} · node {node}"
-                limits[name] = (name, "host", total * float(f["threshold"]), "dash")
+                limits[name] = (name, "host", event.node, total * float(f["threshold"]), "dash")
     for s in readings:
         if s.memory == "gpu" and s.total_bytes:
             name = f"GPU total {gib(s.total_bytes)}" + (f" · node {s.node}" if s.node else "")
-            limits[name] = (name, "gpu", s.total_bytes / GIB, "dot")
+            limits[name] = (name, "gpu", s.node, s.total_bytes / GIB, "dot")
     return list(limits.values())
 
 
@@ -531,7 +625,7 @@ def kill_figures(diagnosis: Diagnosis) -> list[tuple[Event, dict[str, Any]]]:
         culprit = incident.culprit.get("pid") if incident and incident.culprit else None
         killed = {k.get("pid") for k in event.fields.get("killed") or []}
         colours = ["#d62728" if r["pid"] == culprit else "#ff7f0e" if r["pid"] in killed else "#4c78a8" for r in top]
-        labels = [plain(f"pid {r['pid']} {_short(r.get('command'), 44)}") for r in top]
+        labels = [plain(f"pid {r['pid']} {_short(r.get('command'), 28)}") for r in top]  # the whole command on hover: a phone has room for the bars too
         hover = [
             plain(f"pid {r['pid']}: {r.get('command') or '?'}")
             + f"<br>{gib(r['bytes'])}"
@@ -610,6 +704,7 @@ def _verdict_html(diagnosis: Diagnosis) -> str:
     if v is None:
         return _all_clear_html(diagnosis)
     incident = next((i for i in diagnosis.incidents if i.id == v.get("incident")), None)
+    shown = short_paths([s.path for e in diagnosis.events for s in e.sources])
     memory = f"{v['memory']} memory" if v["memory"] else "host or GPU: not shown in the logs"
     rows = [
         ("Root cause", esc(v["summary"])),
@@ -620,16 +715,27 @@ def _verdict_html(diagnosis: Diagnosis) -> str:
         more = f" (the newest of {len(sessions)} sessions read with an incident)" if len(sessions) > 1 else ""
         rows.append(("Session", esc(v["session"] + more)))
     if incident is not None:
-        rows += _incident_rows(incident)
+        rows += _incident_rows(incident, shown)
     software = [f"{name} {version}" for name, version in diagnosis.versions.items()]
     if diagnosis.frameworks or software:
         rows.append(("Seen", esc(", ".join(([f"framework {framework_words(diagnosis)}"] if diagnosis.frameworks else []) + software))))
     body = "".join(f"<tr><th>{label}</th><td>{value}</td></tr>" for label, value in rows)
     parts = [f'<section id="verdict" class="verdict"><h2>{esc(_headline(v))}</h2><table class="facts">{body}</table>']
     if incident is not None:
-        parts.append(_cascade_html(incident, diagnosis.kinds))
         parts.append(_remedies_html(diagnosis.remedies.get(incident.id or "", [])))
     parts.append("</section>")
+    return "".join(parts)
+
+
+def _story_html(diagnosis: Diagnosis) -> str:
+    """What followed the verdict's incident (its cascade, grouped), and the other incidents:
+    below the memory timeline, which the first screen shows under the verdict."""
+    v = diagnosis.verdict
+    if v is None:
+        return ""
+    incident = next((i for i in diagnosis.incidents if i.id == v.get("incident")), None)
+    shown = short_paths([s.path for e in diagnosis.events for s in e.sources])
+    parts = [] if incident is None else [f'<section id="cascade">{_cascade_html(incident, diagnosis.kinds, shown)}</section>']
     others = [i for i in diagnosis.incidents if i is not incident]
     if others:
         parts.append(f'<section id="incidents"><h2>{len(others)} more incident(s)</h2>')
@@ -649,14 +755,14 @@ def _headline(v: dict[str, Any]) -> str:
     return f"{memory}: {v['component'] or 'unknown component'}"
 
 
-def _incident_rows(incident: Incident) -> list[tuple[str, str]]:
+def _incident_rows(incident: Incident, shown: dict[str, str]) -> list[tuple[str, str]]:
     root = incident.root
     where = [
         f"node {root.node}" if root.node else "",
         f"GPU {root.fields.get('gpu', root.gpu)}" if root.fields.get("gpu", root.gpu) is not None else "",
         _who(root),
     ]
-    rows = [("Where", esc(", ".join(p for p in where if p) or "not shown") + f' — <a href="#event-{esc(root.id)}" class="src">{esc(_source(root))}</a>')]
+    rows = [("Where", esc(", ".join(p for p in where if p) or "not shown") + " — " + _link(root, shown))]
     if incident.culprit:
         c = incident.culprit
         rows.append(("Top memory user", esc(f"pid {c['pid']} {c['command']} {gib(c['bytes'])}")))
@@ -671,33 +777,48 @@ def _incident_rows(incident: Incident) -> list[tuple[str, str]]:
     return rows
 
 
-def _cascade_html(incident: Incident, kinds: Kinds) -> str:
+def _cascade_html(incident: Incident, kinds: Kinds, shown: dict[str, str]) -> str:
+    """The failures that followed the root, grouped by kind and node: "8 watchdog timeouts,
+    ranks 0–7, on node 10.0.0.3, 09:12:58 – 09:13:01", each group opening onto its members
+    (every one, linked to its row)."""
     if not incident.cascade:
-        return "<p>No other failure followed it in these logs.</p>"
+        return "<h3>The cascade</h3><p>No other failure followed it in these logs.</p>"
+    groups: dict[tuple[str, str | None], list[Event]] = {}
+    for event in incident.cascade:
+        groups.setdefault((event.kind, event.node), []).append(event)
     items = []
-    for event in incident.cascade[:MAX_CASCADE_LINES]:
-        who = _who(event)
-        text = (
-            f"{_clock(event.time, event.time_inferred)} — {kinds.label(event.kind, event.device)}"
-            + (f" of {who}" if who else "")
-            + (f" on node {event.node}" if event.node else "")
+    for (kind, node), members in groups.items():
+        ranks = {e.rank for e in members if e.rank is not None}
+        pids = {e.pid for e in members if e.pid is not None}
+        who = f"rank{'s' if len(ranks) > 1 else ''} {_spans(ranks)}" if ranks else f"pid{'s' if len(pids) > 1 else ''} {_spans(pids)}" if pids else ""
+        times = sorted(_clock(e.time, e.time_inferred) for e in members if e.time)
+        when = "" if not times else times[0] if times[0] == times[-1] else f"{times[0]} – {times[-1][11:] if times[0][:10] == times[-1][:10] else times[-1]}"
+        head = (
+            f"{len(members)} × {kinds.label(kind, members[0].device)}"
+            + (f", {who}" if who else "")
+            + (f" on node {node}" if node else "")
+            + (f", {when}" if when else "")
         )
-        items.append(f'<li>{esc(text)} <a href="#event-{esc(event.id)}" class="src">{esc(_source(event))}</a></li>')
-    more = len(incident.cascade) - MAX_CASCADE_LINES
-    if more > 0:
-        items.append(f"<li>and {more} more (all in the event table)</li>")
-    return f'<h3>The cascade: {len(incident.cascade)} failure(s) this root caused</h3><ol class="cascade">{"".join(items)}</ol>'
+        if len(members) == 1:
+            items.append(f"<li>{esc(head)} {_link(members[0], shown)}</li>")
+            continue
+        lines = []
+        for event in members:
+            text = f"{_clock(event.time, event.time_inferred)} — {_who(event) or kinds.label(event.kind, event.device)}"
+            lines.append(f"<li>{esc(text)} {_link(event, shown)}</li>")
+        items.append(f'<li><details><summary>{esc(head)}</summary><ul class="members">{"".join(lines)}</ul></details></li>')
+    return f'<h3>The cascade: {len(incident.cascade)} failure(s) this root caused</h3><ul class="cascade">{"".join(items)}</ul>'
 
 
 def _remedies_html(remedies: list[dict[str, Any]]) -> str:
     if not remedies:
         return ""
     rows = "".join(
-        f"<tr><td><code>{esc(r['setting'])}</code></td><td>{esc(r['value'])}</td><td>{esc(r.get('current', ''))}</td>"
-        f"<td>{esc(r['framework'])}</td><td>{esc(r['why'])}</td></tr>"
+        f'<tr><td data-label="setting"><code>{esc(r["setting"])}</code></td><td data-label="value">{esc(r["value"])}</td>'
+        f'<td data-label="now">{esc(r.get("current", ""))}</td><td data-label="framework">{esc(r["framework"])}</td><td data-label="why">{esc(r["why"])}</td></tr>'
         for r in remedies
     )
-    return f'<h3>What to change</h3><table class="remedies"><tr><th>setting</th><th>value</th><th>now</th><th>framework</th><th>why</th></tr>{rows}</table>'
+    return f'<h3>What to change</h3><table class="remedies"><thead><tr><th>setting</th><th>value</th><th>now</th><th>framework</th><th>why</th></tr></thead><tbody>{rows}</tbody></table>'
 
 
 def _events_html(diagnosis: Diagnosis) -> str:
@@ -710,8 +831,9 @@ def _events_html(diagnosis: Diagnosis) -> str:
     )
     if not failures:
         return f'<section id="events"><h2>Events</h2><p>No failure events.</p>{note}</section>'
-    shown = sorted({e.kind for e in failures}, key=diagnosis.kinds.order)
-    options = "".join(f'<option value="{k}">{esc(diagnosis.kinds.label_across(k, (e.device for e in failures if e.kind == k)))}</option>' for k in shown)
+    kinds = sorted({e.kind for e in failures}, key=diagnosis.kinds.order)
+    options = "".join(f'<option value="{k}">{esc(diagnosis.kinds.label_across(k, (e.device for e in failures if e.kind == k)))}</option>' for k in kinds)
+    shown = short_paths([s.path for e in diagnosis.events for s in e.sources])
     bodies = []
     for n, e in enumerate(failures):
         sources = "".join(f"<li><code>{esc(s.path)}:{s.line}</code>" + (f"–{s.end_line}" if s.end_line != s.line else "") + "</li>" for s in e.sources)
@@ -720,15 +842,15 @@ def _events_html(diagnosis: Diagnosis) -> str:
             f'<tbody id="event-{esc(e.id)}" data-order="{n}" data-time="{esc(e.time or "")}" data-kind="{e.kind}" data-node="{esc(e.node or "")}">'
             f'<tr class="row" tabindex="0" aria-expanded="false"><td>{esc(e.id)}</td><td>{esc(_clock(e.time, e.time_inferred))}</td>'
             f"<td>{esc(diagnosis.kinds.label(e.kind, e.device))}</td><td>{esc(e.node or '')}</td><td>{esc(_who(e))}</td><td>{esc(event_summary(e, diagnosis.kinds))}</td>"
-            f'<td><code class="src">{esc(_source(e))}</code>{more}</td></tr>'
+            f'<td><code class="src" title="{esc(_source(e))}">{esc(shown.get(e.source.path, e.source.path))}:{e.source.line}</code>{more}</td></tr>'
             f'<tr class="raw" hidden><td colspan="7"><div>Read from:</div><ul class="sources">{sources}</ul><pre>{esc(clean(e.text))}</pre></td></tr></tbody>'
         )
     return (
         f'<section id="events"><h2>Events</h2>{note}<div class="controls"><input id="filter" type="search" placeholder="filter: any text, e.g. a pid, node or file">'
         f'<select id="kind"><option value="">every kind</option>{options}</select> <span id="count"></span></div>'
-        '<table id="event-table"><thead><tr><th data-sort="order">#</th><th data-sort="time">time</th><th data-sort="kind">kind</th>'
+        '<div class="wide"><table id="event-table"><thead><tr><th data-sort="order">#</th><th data-sort="time">time</th><th data-sort="kind">kind</th>'
         '<th data-sort="node">node</th><th>process</th><th>what</th><th>source (file:line)</th></tr></thead>'
-        f'{"".join(bodies)}</table><p class="note">Click a row for its raw log block. Times ending in ~ are inferred (a lower bound).</p></section>'
+        f'{"".join(bodies)}</table></div><p class="note">Click a row for its raw log block. Times ending in ~ are inferred (a lower bound).</p></section>'
     )
 
 
@@ -755,7 +877,8 @@ def render(diagnosis: Diagnosis, plotly: str = "inline") -> str:
     figures: dict[str, Any] = {}
     if diagnosis.readable:
         title = diagnosis.verdict["summary"] if diagnosis.verdict else "no OOM or crash found"
-        body = [_verdict_html(diagnosis), *_figures_html(diagnosis, figures), _events_html(diagnosis), _inputs_html(diagnosis)]
+        memory, kills = _figures_html(diagnosis, figures)
+        body = [_verdict_html(diagnosis), memory, _story_html(diagnosis), kills, _events_html(diagnosis), _inputs_html(diagnosis)]
     else:
         title, body = "nothing could be read", [_unread_html(diagnosis)]
     if not figures:  # nothing to draw: no plotly.js
@@ -859,6 +982,8 @@ CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0;color:#222;background:#fafafa}
 header{background:#222;color:#fff;padding:8px 24px}header h1{font-size:18px;margin:0}
 main{padding:8px 24px;max-width:1400px}
+td,th,li,p,summary,h2,h3,code,a{overflow-wrap:break-word}
+.wide{overflow-x:auto;max-width:100%}
 section{background:#fff;border:1px solid #ddd;border-radius:6px;padding:12px 16px;margin:12px 0}
 .verdict{border-left:6px solid #d62728}.verdict.ok{border-left-color:#2ca02c}.verdict.partial{border-left-color:#ff7f0e}
 .verdict.unread{border-left-color:#7f7f7f}
@@ -866,9 +991,10 @@ h2{font-size:17px;margin:4px 0 10px}h3{font-size:15px;margin:14px 0 6px}
 table{border-collapse:collapse}td,th{padding:3px 8px;text-align:left;vertical-align:top}
 .facts th{color:#555;font-weight:600;white-space:nowrap}
 .remedies td,.remedies th,#event-table td,#event-table th{border-bottom:1px solid #eee}
+.facts td,.facts th,.remedies td,.remedies th{padding:2px 8px}.remedies{font-size:13px}
 code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
 .note{color:#666;font-size:12.5px}
-.bars{display:flex;flex-wrap:wrap;gap:8px}.bar{flex:1 1 560px;min-width:420px}
+.bars{display:flex;flex-wrap:wrap;gap:8px}.bar{flex:1 1 560px;min-width:min(420px,100%)}
 .swatch{display:inline-block;width:10px;height:10px;margin:0 2px 0 8px}
 .red{background:#d62728}.orange{background:#ff7f0e}.blue{background:#4c78a8}
 #event-table{width:100%;font-size:13px}#event-table thead th{background:#f0f0f0;position:sticky;top:0}
@@ -876,8 +1002,17 @@ code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
 #event-table tr.row{cursor:pointer}#event-table tr.row:hover{background:#f5f8ff}
 #event-table tbody.open tr.row{background:#eef3ff}
 pre{white-space:pre-wrap;word-break:break-all;background:#f6f6f6;padding:8px;margin:4px 0;max-height:480px;overflow:auto;font-size:12px}
-.controls{margin:6px 0}.controls input{width:360px;padding:3px}
+.controls{margin:6px 0}.controls input{width:360px;max-width:100%;box-sizing:border-box;padding:3px}
 .src{color:#444}ul.sources{margin:2px 0 4px;padding-left:20px}
+ul.cascade{padding-left:20px;margin:4px 0}ul.members{padding-left:18px;margin:2px 0 6px}summary{cursor:pointer}
+@media (max-width:700px){
+li,p,summary,h2,h3,a,.facts td,.remedies td,.remedies code{overflow-wrap:anywhere}
+header{padding:8px 10px}main{padding:4px 6px}section{padding:8px 10px;margin:8px 0}
+.facts,.facts tbody,.facts tr,.facts th,.facts td{display:block}.facts th{padding:6px 0 0}.facts td{padding:0 0 2px}
+.remedies,.remedies tbody,.remedies tr,.remedies td{display:block}.remedies thead{display:none}
+.remedies tr{border-top:1px solid #ddd;padding:4px 0}.remedies td{border:0;padding:1px 0}
+.remedies td::before{content:attr(data-label) ": ";color:#666}
+}
 """
 
 # The page's only script besides plotly.js: draw the figures, sort/filter the event table,
@@ -888,7 +1023,12 @@ PAGE_JS = """
   var figures = JSON.parse(document.getElementById("oomlens-figures").textContent), drawn = [];
   document.querySelectorAll("[data-figure]").forEach(function (div) {
     var fig = figures[div.getAttribute("data-figure")];
-    drawn.push(Plotly.newPlot(div, fig.data, fig.layout, {displaylogo: false, responsive: true}));
+    // the legend lies under the plot: the page grows by its height, so the plot keeps its own
+    // (on a phone the legend wraps to many lines)
+    drawn.push(Plotly.newPlot(div, fig.data, fig.layout, {displaylogo: false, responsive: true}).then(function (gd) {
+      var legend = gd.querySelector(".legend"), extra = legend ? Math.ceil(legend.getBBox().height) : 0;
+      return extra && fig.layout.height ? Plotly.relayout(gd, {height: fig.layout.height + extra}) : gd;
+    }));
     div.on("plotly_click", function (ev) {
       var id = ev.points && ev.points[0] && ev.points[0].customdata;
       if (typeof id === "string") { openEvent(id, true); }
