@@ -75,7 +75,7 @@ class Transformer(lark.Transformer):
             elif key == "exitCode" and isinstance(value, int):
                 facts["exit_code"] = value
             elif key == "finishedAt" and isinstance(value, str):
-                facts["time"] = value[:-1] + "+00:00" if value.endswith("Z") else value
+                facts["time"] = _utc(value)
         return facts
 
     def jpair(self, items):
@@ -91,8 +91,7 @@ class Transformer(lark.Transformer):
         return {"exit_code": int(items[1])}
 
     def when(self, items):
-        stamp = _plain(items[1])
-        return {"time": stamp[:-1] + "+00:00" if stamp.endswith("Z") else stamp}
+        return {"time": _utc(_plain(items[1]))}
 
     def section(self, items):
         return {"section": str(items[0])}
@@ -136,3 +135,12 @@ class Transformer(lark.Transformer):
 
     def other(self, items):
         return {}
+
+
+def _utc(stamp: str) -> str | None:
+    """An RFC 3339 stamp as the ISO time the clock moves (its zone kept), or None where it
+    spells no time (a year 0, a month 13): the event keeps the rest."""
+    try:
+        return datetime.fromisoformat(stamp[:-1] + "+00:00" if stamp.endswith("Z") else stamp).isoformat()
+    except ValueError:
+        return None
