@@ -7,7 +7,10 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-quick check bench clean browser fuzz
 
-$(STAMP): pyproject.toml
+# `pip install -e` builds the native core (core/, maturin) into oomlens/_core*.so: again when its sources change
+CORE   := core/Cargo.toml core/Cargo.lock $(wildcard core/src/*.rs)
+CARGO  := cargo --quiet
+$(STAMP): pyproject.toml $(CORE)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
@@ -16,7 +19,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/oomlens parse fixtures/sessions/ray2.60-b-rl-actor-oom
 
+# the core's own property tests (and the inputs they once failed on, core/proptest-regressions/) first
 test: $(STAMP) browser
+	$(CARGO) test --release --manifest-path core/Cargo.toml
 	$(BIN)/python -m pytest
 
 # The edit loop: stops at the first failure, and leaves out the tests marked slow (the
@@ -29,6 +34,8 @@ check: $(STAMP)
 	$(BIN)/ruff check oomlens tests bench
 	$(BIN)/ruff format --check oomlens tests bench
 	$(BIN)/mypy
+	$(CARGO) fmt --manifest-path core/Cargo.toml --check
+	$(CARGO) clippy --release --all-targets --manifest-path core/Cargo.toml -- -D warnings
 
 # Debian's Chromium for the HTML report's browser tests (Playwright drives it; never `playwright install`)
 browser:
@@ -44,4 +51,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py; tree=$$?; $(BIN)/python bench/hostile.py; hostile=$$?; $(BIN)/python bench/flood.py && exit $$((tree || hostile))
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) build dist *.egg-info core/target oomlens/_core*.so
