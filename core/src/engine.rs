@@ -218,6 +218,54 @@ pub fn count_byte(hay: &[u8], byte: u8) -> usize {
     hay.iter().filter(|&&b| b == byte).count()
 }
 
+/// A number as shapes.py's NUMBER_RUN finds one in ASCII text: `-?\d+(\.\d+)?([eE][-+]?\d+)?`,
+/// leftmost and apart, not glued behind a letter, a digit, `_` or `.`. The line's shape is
+/// its text with each number written as the placeholder of its form (sign, fraction,
+/// exponent): `0`, `-0`, `0.0`, `0e0`, ... The spans of the numbers come with it.
+pub fn numbers_and_shape(text: &[u8]) -> (Vec<(usize, usize)>, Vec<u8>) {
+    let digit = |at: usize| text.get(at).is_some_and(u8::is_ascii_digit);
+    let digits_from = |mut at: usize| {
+        while digit(at) {
+            at += 1;
+        }
+        at
+    };
+    let mut numbers = Vec::new();
+    let mut shape = Vec::with_capacity(text.len());
+    let (mut at, mut copied) = (0, 0);
+    while at < text.len() {
+        let glued = at > 0 && matches!(text[at - 1], b'A'..=b'Z' | b'a'..=b'z' | b'_' | b'0'..=b'9' | b'.');
+        let sign = text[at] == b'-';
+        if glued || !digit(at + usize::from(sign)) {
+            at += 1;
+            continue;
+        }
+        let mut end = digits_from(at + usize::from(sign));
+        let fraction = text.get(end) == Some(&b'.') && digit(end + 1);
+        if fraction {
+            end = digits_from(end + 1);
+        }
+        let signed = matches!(text.get(end + 1), Some(b'-' | b'+'));
+        let exponent = matches!(text.get(end), Some(b'e' | b'E')) && digit(end + 1 + usize::from(signed));
+        if exponent {
+            end = digits_from(end + 1 + usize::from(signed));
+        }
+        shape.extend_from_slice(&text[copied..at]);
+        shape.extend_from_slice(if sign { b"-0" } else { b"0" });
+        if fraction {
+            shape.extend_from_slice(b".0");
+        }
+        if exponent {
+            shape.extend_from_slice(b"e0");
+        }
+        numbers.push((at, end));
+        at = end;
+        copied = end;
+    }
+    shape.extend_from_slice(&text[copied..]);
+    (numbers, shape)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,6 +376,13 @@ mod tests {
                 prop_assert_eq!(found.texts[0].as_deref(), Some(&hay[start..end]));
             }
         }
+    }
+
+    #[test]
+    fn numbers_are_masked_by_their_form() {
+        let (numbers, shape) = numbers_and_shape(b"gpu0 used -1.5e-05 GB of 80, v1.2.3 x=-7 3-5 1e 2.");
+        assert_eq!(String::from_utf8(shape).unwrap(), "gpu0 used -0.0e0 GB of 0, v1.2.3 x=-0 0-0 0e 0.");
+        assert_eq!(numbers, vec![(10, 18), (25, 27), (38, 40), (41, 42), (43, 44), (45, 46), (48, 49)]);
     }
 
     #[test]

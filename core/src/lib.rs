@@ -240,6 +240,22 @@ fn newlines(data: &Bound<'_, PyAny>, start: usize, end: Option<usize>) -> PyResu
     Ok(engine::count_byte(&bytes[start..end], b'\n'))
 }
 
+/// The numbers of an ASCII line, in order, and its shape (engine::numbers_and_shape): what
+/// shapes.py's regex split gives, in one pass and no Python object a part.
+#[pyfunction]
+fn numbers_and_shape(text: &str) -> PyResult<(Vec<&str>, String)> {
+    if !text.is_ascii() {
+        return Err(PyValueError::new_err(
+            "oomlens core: numbers_and_shape reads ASCII text (shapes.py reads the rest)",
+        ));
+    }
+    guarded("masking numbers", || {
+        let (spans, shape) = engine::numbers_and_shape(text.as_bytes());
+        let numbers = spans.into_iter().map(|(start, end)| &text[start..end]).collect();
+        Ok((numbers, String::from_utf8(shape).map_err(value_error)?))
+    })
+}
+
 /// Whether data[:end] is whole UTF-8 (a sequence cut at `end` is not), as the codec says.
 #[pyfunction]
 #[pyo3(signature = (data, end = None))]
@@ -257,5 +273,6 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Match>()?;
     module.add_function(wrap_pyfunction!(newlines, module)?)?;
     module.add_function(wrap_pyfunction!(utf8_valid, module)?)?;
+    module.add_function(wrap_pyfunction!(numbers_and_shape, module)?)?;
     Ok(())
 }
