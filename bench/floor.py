@@ -60,7 +60,7 @@ def _read(piece: tuple[str, int, int]) -> tuple[int, int]:
     data = _piece_text(*piece)
     lines = numbers = 0
     last = -1
-    for end, _pattern in sorted(_prefilter()._matches(data, 0, len(data))):
+    for end, _pattern in _prefilter().matches(data, 0, len(data)):  # in the order of their ends
         if end <= last:
             continue
         first = data.rfind(b"\n", 0, end) + 1
