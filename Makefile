@@ -43,8 +43,12 @@ browser:
 
 # Mutated real logs for FUZZ_MINUTES (10 by default; 60 for a long run); each failure is kept
 # under tests/fuzz_regressions/, which `make test` replays.
+# Then the core's own entry under libFuzzer (cargo-fuzz and a nightly toolchain, where they are
+# installed) for as long: an input it fails on is in core/fuzz/artifacts/entry/; copy it into
+# core/fuzz/regressions/, which `make test` (cargo test) replays.
 fuzz: $(STAMP)
 	FUZZ_MINUTES=$${FUZZ_MINUTES:-10} $(BIN)/python tests/fuzzing.py
+	@if cargo +nightly fuzz --version >/dev/null 2>&1; then cd core && cargo +nightly fuzz run entry fuzz/regressions -- -max_total_time=$$(( $${FUZZ_MINUTES:-10} * 60 )); else echo "cargo-fuzz or a nightly toolchain missing: the core's fuzzer not run"; fi
 
 # the 1 GB tree against ripgrep, lnav and the floor of a per-line Python reader, 1 MB of each kind of hostile input, then a run failing in a loop
 bench: $(STAMP)

@@ -269,6 +269,39 @@ pub fn numbers_and_shape(text: &[u8]) -> (Vec<(usize, usize)>, Vec<u8>) {
     (numbers, shape)
 }
 
+/// The fuzzers' entry (core/fuzz, and the regressions `cargo test` replays): every matcher of
+/// the core over the same bytes, the first byte choosing a window, with the invariants each
+/// promises. A panic here is a bug the Python side would see as a failed input.
+pub fn fuzz_one(data: &[u8]) {
+    const PATTERNS: [&str; 5] = [
+        r"Killed process \d+ \(",
+        r"\S invoked oom-killer:",
+        r"(?m:^):(?:actor_name|task_name):",
+        r#"[^"\n]{1,50}"#,
+        r"\d GB / \d+(?:\.\d+)? GB\.",
+    ];
+    let patterns: Vec<String> = PATTERNS.iter().map(|p| p.to_string()).collect();
+    let matcher = Matcher::new(&patterns, true).expect("the fuzzers' patterns compile");
+    let mut caches = matcher.caches();
+    let cut = data.first().map_or(0, |&b| usize::from(b) % (data.len() + 1));
+    let hay = &data[cut..];
+    let runs = matcher.spans(&mut caches, hay).expect("a lazy DFA of no Unicode boundary does not quit");
+    for run in &runs {
+        assert!(run.lo < run.hi && run.hi <= hay.len() && run.lo < run.last && run.last <= run.hi);
+    }
+    if let Some((start, stop)) = matcher.last_match(&mut caches, hay).expect("as above") {
+        assert!(start <= stop && stop <= hay.len());
+    }
+    let searcher = Searcher::new(r"(?:^|\D)(20\d\d)-\d\d-\d\d[ T_]\d\d[:-]\d\d").expect("compiles");
+    for found in searcher.find_all(data, cut) {
+        let (start, end) = found.spans[0].expect("a match has its span");
+        assert!(cut <= start && start <= end && end <= data.len());
+    }
+    let (numbers, shape) = numbers_and_shape(hay);
+    assert!(numbers.windows(2).all(|w| w[0].1 <= w[1].0) && shape.len() <= hay.len() + numbers.len() * 6);
+    assert_eq!(count_byte(hay, b'\n'), hay.iter().filter(|&&b| b == b'\n').count());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,6 +419,16 @@ mod tests {
         let (numbers, shape) = numbers_and_shape(b"gpu0 used -1.5e-05 GB of 80, v1.2.3 x=-7 3-5 1e 2.");
         assert_eq!(String::from_utf8(shape).unwrap(), "gpu0 used -0.0e0 GB of 0, v1.2.3 x=-0 0-0 0e 0.");
         assert_eq!(numbers, vec![(10, 18), (25, 27), (38, 40), (41, 42), (43, 44), (45, 46), (48, 49)]);
+    }
+
+    /// Every input a fuzzer once failed on (core/fuzz/regressions/), replayed.
+    #[test]
+    fn fuzz_regressions_pass() {
+        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz").join("regressions");
+        for entry in std::fs::read_dir(&folder).expect("core/fuzz/regressions/ is there") {
+            let path = entry.unwrap().path();
+            fuzz_one(&std::fs::read(&path).unwrap());
+        }
     }
 
     #[test]
