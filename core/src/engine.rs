@@ -280,8 +280,12 @@ pub fn fuzz_one(data: &[u8]) {
         r#"[^"\n]{1,50}"#,
         r"\d GB / \d+(?:\.\d+)? GB\.",
     ];
-    let patterns: Vec<String> = PATTERNS.iter().map(|p| p.to_string()).collect();
-    let matcher = Matcher::new(&patterns, true).expect("the fuzzers' patterns compile");
+    static COMPILED: std::sync::OnceLock<(Matcher, Searcher)> = std::sync::OnceLock::new();
+    let (matcher, searcher) = COMPILED.get_or_init(|| {
+        let patterns: Vec<String> = PATTERNS.iter().map(|p| p.to_string()).collect();
+        let matcher = Matcher::new(&patterns, true).expect("the fuzzers' patterns compile");
+        (matcher, Searcher::new(r"(?:^|\D)(20\d\d)-\d\d-\d\d[ T_]\d\d[:-]\d\d").expect("compiles"))
+    });
     let mut caches = matcher.caches();
     let cut = data.first().map_or(0, |&b| usize::from(b) % (data.len() + 1));
     let hay = &data[cut..];
@@ -292,7 +296,6 @@ pub fn fuzz_one(data: &[u8]) {
     if let Some((start, stop)) = matcher.last_match(&mut caches, hay).expect("as above") {
         assert!(start <= stop && stop <= hay.len());
     }
-    let searcher = Searcher::new(r"(?:^|\D)(20\d\d)-\d\d-\d\d[ T_]\d\d[:-]\d\d").expect("compiles");
     for found in searcher.find_all(data, cut) {
         let (start, end) = found.spans[0].expect("a match has its span");
         assert!(cut <= start && start <= end && end <= data.len());
