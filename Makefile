@@ -7,7 +7,10 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-quick check bench clean browser fuzz
 
-$(STAMP): pyproject.toml
+# `pip install -e` builds the native core (core/, maturin) into oomlens/_core*.so: again when its sources change
+CORE   := core/Cargo.toml core/Cargo.lock $(wildcard core/src/*.rs)
+CARGO  := cargo --quiet
+$(STAMP): pyproject.toml $(CORE)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
@@ -16,7 +19,7 @@ $(STAMP): pyproject.toml
 # The demo has only what `pip install oomlens` installs (no Ray, Playwright or linters):
 # a venv of its own, so the tests' and checks' extras never make it pass
 DEMO := .venv-demo
-$(DEMO)/.installed: pyproject.toml
+$(DEMO)/.installed: pyproject.toml $(CORE)
 	$(PYTHON) -m venv $(DEMO)
 	$(DEMO)/bin/pip install --quiet --upgrade pip
 	$(DEMO)/bin/pip install --quiet -e .
@@ -25,7 +28,9 @@ $(DEMO)/.installed: pyproject.toml
 demo: $(DEMO)/.installed
 	$(DEMO)/bin/oomlens parse fixtures/sessions/ray2.60-b-rl-actor-oom
 
+# the core's own property tests (and the inputs they once failed on, core/proptest-regressions/) first
 test: $(STAMP) browser
+	$(CARGO) test --release --manifest-path core/Cargo.toml
 	$(BIN)/python -m pytest
 
 # The edit loop: stops at the first failure, and leaves out the tests marked slow (the
@@ -38,6 +43,8 @@ check: $(STAMP)
 	$(BIN)/ruff check oomlens tests bench
 	$(BIN)/ruff format --check oomlens tests bench
 	$(BIN)/mypy
+	$(CARGO) fmt --manifest-path core/Cargo.toml --check
+	$(CARGO) clippy --release --all-targets --manifest-path core/Cargo.toml -- -D warnings
 
 # Debian's Chromium for the HTML report's browser tests (Playwright drives it; never `playwright install`)
 browser:
@@ -45,12 +52,16 @@ browser:
 
 # Mutated real logs for FUZZ_MINUTES (10 by default; 60 for a long run); each failure is kept
 # under tests/fuzz_regressions/, which `make test` replays.
+# Then the core's own entry under libFuzzer (cargo-fuzz and a nightly toolchain, where they are
+# installed) for as long: an input it fails on is in core/fuzz/artifacts/entry/; copy it into
+# core/fuzz/regressions/, which `make test` (cargo test) replays.
 fuzz: $(STAMP)
 	FUZZ_MINUTES=$${FUZZ_MINUTES:-10} $(BIN)/python tests/fuzzing.py
+	@if cargo +nightly fuzz --version >/dev/null 2>&1; then cd core && cargo +nightly fuzz run entry fuzz/regressions -- -max_total_time=$$(( $${FUZZ_MINUTES:-10} * 60 )); else echo "cargo-fuzz or a nightly toolchain missing: the core's fuzzer not run"; fi
 
 # the 1 GB tree against ripgrep, lnav and the floor of a per-line Python reader, 1 MB of each kind of hostile input, then a run failing in a loop
 bench: $(STAMP)
 	$(BIN)/python bench/run.py; tree=$$?; $(BIN)/python bench/hostile.py; hostile=$$?; $(BIN)/python bench/flood.py && exit $$((tree || hostile))
 
 clean:
-	rm -rf $(VENV) $(DEMO) build dist *.egg-info
+	rm -rf $(VENV) $(DEMO) build dist *.egg-info core/target oomlens/_core*.so

@@ -1,6 +1,6 @@
 """The least a per-line Python reader can do with the lines oomlens must read: a floor.
 
-oomlens finds its lines with hyperscan (C) and then reads each line that holds a trigger in
+oomlens finds its lines with its native core (Rust) and then reads each line that holds a trigger in
 Python. Whatever else it does, such a reader pays at least this for each: find where the
 line starts and ends, decode it, match Ray's prefix once and pull the numbers out of its
 first 512 characters (a correct reader also peels every envelope, parses the message,
@@ -60,7 +60,7 @@ def _read(piece: tuple[str, int, int]) -> tuple[int, int]:
     data = _piece_text(*piece)
     lines = numbers = 0
     last = -1
-    for end, _pattern in sorted(_prefilter()._matches(data, 0, len(data))):
+    for end, _pattern in _prefilter().matches(data, 0, len(data)):  # in the order of their ends
         if end <= last:
             continue
         first = data.rfind(b"\n", 0, end) + 1

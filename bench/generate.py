@@ -12,9 +12,16 @@ among metric values; step lines carry 50-150 keys; Ray prefixes come with and wi
 `ip=`, `[repeated Nx across cluster]` with and without Ray's dedup sentence. The driver
 console holds a tenth of the tree, mostly memory and step lines forwarded from workers.
 `--unique-shapes` gives every memory and step line a text of its own (a metric named
-once), so no cache of line shapes can help.
+once, a label with a hash, a counter), so no cache of line shapes can help.
 
-    python bench/generate.py OUT_DIR --size-mb 1000 --seed 7 [--unique-shapes]
+Memory and metric lines are as dense as in real consoles: at least `--memory-per-gb` in every
+file (MEMORY_PER_GB by default, measured in the fixtures' consoles), in the formats of
+several frameworks (veRL's sharding manager and step metrics, DeepSpeed's see_memory_usage,
+vLLM's sleep and profiling lines, torch's memory allocated), each with the Ray prefix of the
+process that forwarded it where the file is a driver console. `--memory-per-gb 0` leaves
+them at the share of the mixes below (about 79,000 a GB: the tree before issue 33).
+
+    python bench/generate.py OUT_DIR --size-mb 1000 --seed 7 [--unique-shapes] [--memory-per-gb N]
 """
 
 from __future__ import annotations
@@ -68,6 +75,11 @@ METRIC_NAMES = [
     for stat in ("mean", "max", "min", "std", "clip_ratio")
 ]
 MEMORY_KEYS = ("perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb")
+# Memory and metric lines a GB of log: the median over the RL runs' driver consoles among the
+# fixtures (fixtures/incidents/*/driver-console.log: 35,000 to 1,105,000 a GB, median 421,000,
+# counted as the lines that hit the gpu_memory and vllm_memory families' triggers); a veRL
+# driver console forwarding every worker's readings holds about this many.
+MEMORY_PER_GB = 421_000
 
 
 def num(rng: random.Random, lo: float, hi: float, wild: bool = False) -> str:
@@ -174,6 +186,35 @@ def worker_line(rng: random.Random, rank: int, step: int, unique: bool = False) 
     return sharding_line(rng, unique)
 
 
+def label(rng: random.Random, unique: bool) -> str:
+    """What makes a line's text its own in a tree of unique shapes: a hash, as a run id or a
+    module's address names one, and a counter; nothing otherwise."""
+    return f" [{rng.choice(['run', 'shard', 'module', 'engine'])}-{rng.getrandbits(40):010x} #{rng.randrange(10**6)}]" if unique else ""
+
+
+def memory_line(rng: random.Random, step: int, unique: bool) -> str:
+    """A memory or metric reading as one of several frameworks prints it (grammars/gpu_memory.lark's
+    samples are the real lines), most of them short, a veRL step line of a hundred metrics now and then."""
+    kind = rng.random()
+    if kind < 0.40:
+        return sharding_line(rng, unique)
+    if kind < 0.55:
+        return (
+            f"[{_stamp(rng, step)}] [INFO] [utils.py:{rng.choice([827, 832, 840])}:see_memory_usage] MA {num(rng, 1, 70)} GB         "
+            f"Max_MA {num(rng, 1, 75)} GB         CA {num(rng, 1, 78)} GB         Max_CA {rng.randrange(1, 79)} GB{label(rng, unique)}"
+        )
+    if kind < 0.65:
+        return f"[{_stamp(rng, step)}] [INFO] [utils.py:840:see_memory_usage] CPU Virtual Memory:  used = {num(rng, 20, 900)} GB, percent = {rng.uniform(1, 99):.1f}%{label(rng, unique)}"
+    if kind < 0.75:
+        return f"INFO 11-21 {10 + step // 3600 % 12:02d}:{step // 60 % 60:02d}:{step % 60:02d} worker.py:133] Sleep mode freed {num(rng, 1, 70)} GiB memory, {num(rng, 1, 30)} GiB memory is still in use.{label(rng, unique)}"
+    if kind < 0.85:
+        alloc = rng.uniform(1, 60)
+        return f"After {rng.choice(['FSDP module init', 'building vllm rollout', 'offload actor model', 'load ref model'])}{label(rng, unique)} memory allocated (GB): {num(rng, alloc, alloc)}, memory reserved (GB): {num(rng, alloc + 1, alloc + 9)}."
+    if kind < 0.97:
+        return f"Before vllm offload in sharding manager{label(rng, unique)}: {num(rng, 10, 79)} GB / 79.19 GB."
+    return step_line(rng, step, unique)
+
+
 def raylet_line(rng: random.Random, pid: int, second: int) -> str:
     kind = rng.random()
     stamp = _stamp(rng, second)
@@ -267,8 +308,9 @@ def kv_cache_error() -> list[str]:
 # -- the tree --------------------------------------------------------------------------------
 
 
-def generate(out: Path, size_mb: int, seed: int, unique: bool = False) -> dict:
-    """Write the tree under `out`; return the list of planted incidents."""
+def generate(out: Path, size_mb: int, seed: int, unique: bool = False, memory_per_gb: int = MEMORY_PER_GB) -> dict:
+    """Write the tree under `out`; return the list of planted incidents. Each file gets a memory
+    reading wherever it has fallen behind `memory_per_gb` (none added with 0)."""
     rng = random.Random(seed)
     budget = size_mb * 1_000_000
     files: list[tuple[Path, str, int, int]] = []  # path, kind, pid, rank
@@ -306,13 +348,20 @@ def generate(out: Path, size_mb: int, seed: int, unique: bool = False) -> dict:
         size = 0
         step = 0
         second = 0
+        readings = 0
         if kind == "worker":
             lines += [":job_id:01000000", ":actor_name:WorkerDict"]
         while size < target:
             step += 1
             second += 1
+            behind = readings < memory_per_gb * size / 1e9 and kind in ("worker", "driver")
+            readings += behind
+            forwarded = rng.randrange(4000, 4032)
             line = (
-                worker_line(rng, rank, step, unique)
+                (prefix(rng, "WorkerDict", forwarded, NODES[(forwarded - 4000) // WORKERS_PER_NODE]) if kind == "driver" else "")
+                + memory_line(rng, second, unique)
+                if behind
+                else worker_line(rng, rank, step, unique)
                 if kind == "worker"
                 else raylet_line(rng, pid, second)
                 if kind == "raylet"
@@ -342,7 +391,7 @@ def generate(out: Path, size_mb: int, seed: int, unique: bool = False) -> dict:
                 fh.write(data)
         else:
             path.write_bytes(data)
-    return {"seed": seed, "size_mb": size_mb, "unique_shapes": unique, "planted": planted}
+    return {"seed": seed, "size_mb": size_mb, "unique_shapes": unique, "memory_per_gb": memory_per_gb, "planted": planted}
 
 
 def main() -> None:
@@ -351,8 +400,9 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--unique-shapes", action="store_true", help="no two memory or step lines share a text shape")
+    parser.add_argument("--memory-per-gb", type=int, default=MEMORY_PER_GB, help="memory and metric lines a GB in every file (0: only the mixes' own)")
     args = parser.parse_args()
-    manifest = generate(args.out, args.size_mb, args.seed, args.unique_shapes)
+    manifest = generate(args.out, args.size_mb, args.seed, args.unique_shapes, args.memory_per_gb)
     (args.out.parent / f"{args.out.name}.planted.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
 

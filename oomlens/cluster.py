@@ -53,8 +53,6 @@ SHIPPED = (
     ("oomlens", True),
     ("lark", True),  # the grammars' parser (pure Python)
     ("zstandard", True),  # sources reads .zst logs
-    ("hyperscan", False),  # prefilter.py: the fast engines, which Python's re stands in for
-    ("re2", False),
     ("fsspec", False),  # urls.py: objects shared out among the nodes (a protocol's own package, s3fs, must be on the nodes)
 )
 EXCLUDED = ("__pycache__/", "_cffi.*.so")  # compiled caches; zstandard's cffi backend, which its C one makes unused

@@ -214,8 +214,8 @@ def newest_first(head: bytes) -> bool:
     frames' headers stand after what they head."""
     backward = forward = 0
     last = None
-    for m in itertools.islice(STAMP_IN.finditer(head), ORDER_STAMPS):
-        stamp = stamp_of_match(m)
+    for found in itertools.islice(STAMP_IN.finditer(head), ORDER_STAMPS):
+        stamp = stamp_of_match(found)
         if stamp is None:  # no time a clock shows: it tells no order
             continue
         key = stamp[1:6] + (stamp.millis or 0,)

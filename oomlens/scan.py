@@ -1,7 +1,7 @@
 """Scan: read a stream's bytes, find the hits, their times and actors, and make events of their blocks.
 
 The common line never reaches Python-level parsing: every family's triggers run together
-over big chunks of bytes (hyperscan, else one RE2 alternation), and only the lines they
+over big chunks of bytes (the native core's DFA: prefilter.py), and only the lines they
 hit (and the lines that continue their blocks: blocks.py) are decoded, peeled and parsed. The lines where a
 worker file announces its actor (`:actor_name:`) are hits too, so each block knows the
 actor it ran in. The time of the nearest preceding stamped line is looked up behind a
@@ -25,30 +25,16 @@ from .envelopes import Line
 from .events import CLUE_KINDS, Clue, Event, Source
 from .grammars import Family, families
 from .layout import Layout
-from .prefilter import Prefilter, fast_regex
+from .prefilter import Prefilter, fast_regex, newlines, utf8_valid
 from .sources import error_line
 from .times import YEAR, Stamp, first_stamp, last_stamp_at, stampless_until
-
-try:  # StringZilla counts a byte with SIMD, about ten times as fast as bytes.count
-    from stringzilla import count as _count
-
-    def newlines(data: bytes | bytearray, start: int, end: int) -> int:
-        """The line breaks in data[start:end]: every byte read is counted once, for line numbers."""
-        return _count(data, "\n", start, end)
-
-except ImportError:
-
-    def newlines(data: bytes | bytearray, start: int, end: int) -> int:
-        """The line breaks in data[start:end]: every byte read is counted once, for line numbers."""
-        return data.count(b"\n", start, end)
-
 
 CHUNK = 4 << 20  # bytes read at a time
 OVERLAP = 4 << 10  # bytes of a piece of a long line read again with the next piece
 MAX_BLOCK = 256 << 10  # a block never spans more bytes than this
 STAMP_WINDOW = 2048  # bytes searched back from a hit for its time, then twice as wide each try
 STAMPLESS = 1 << 16  # after this many bytes without a time, the next ones are asked at once where the next time is
-LOOK_AHEAD = 1 << 20  # how many (every match there is reported: hyperscan promises no order)
+LOOK_AHEAD = 1 << 20  # how many (every match there is reported)
 # the ip of Ray's driver-side prefix `(Name pid=N, ip=X)` / `(raylet, ip=X)` (envelopes.toml),
 # read straight from raw bytes: a borrowed time asks it of every line that lends one
 PREFIX_IP = re.compile(rb"(?:pid=\w+|raylet|gcs_server), ip=([\d.:a-fA-F]+)\)")
@@ -57,20 +43,6 @@ BACK_LINES = 40  # lines of context before a hit that a block may need (watch re
 
 _SPARE: list[bytearray] = []  # the buffer of a stream read to its end, for the next one in this process
 ANNOUNCED = r"(?m:^):(?:actor_name|task_name):"  # Ray's magic tokens in worker-*.out
-# Byte sequences that are not UTF-8 (RFC 3629), each found within five bytes: a byte UTF-8
-# never uses, a continuation byte without its lead, a lead with too few or too many
-# continuation bytes, an overlong form, a surrogate, a code point past U+10FFFF.
-NOT_UTF8 = Prefilter(
-    [
-        r"[\xC0\xC1\xF5-\xFF]",
-        r"(?:^|[\x00-\x7F])[\x80-\xBF]",
-        r"[\xC2-\xDF](?:[^\x80-\xBF]|\z)",
-        r"[\xE0-\xEF][\x80-\xBF]?(?:[^\x80-\xBF]|\z)",
-        r"[\xF0-\xF4][\x80-\xBF]{0,2}(?:[^\x80-\xBF]|\z)",
-        r"[\xC2-\xDF][\x80-\xBF]{2}|[\xE0-\xEF][\x80-\xBF]{3}|[\xF0-\xF4][\x80-\xBF]{4}",
-        r"\xE0[\x80-\x9F]|\xED[\xA0-\xBF]|\xF0[\x80-\x8F]|\xF4[\x90-\xBF]",
-    ]
-)
 
 
 @dataclass(slots=True)
@@ -85,20 +57,17 @@ class FileContext:
 
 
 class Trigger:
-    """All families' triggers as one bytes regex with a group per family, plus the lines
-    where Ray announces the actor or task a worker runs. A match's family is looked up
-    by its `lastindex` (RE2's `lastgroup` rebuilds a name table at every call).
+    """All families' triggers, plus the lines where Ray announces the actor or task a
+    worker runs: the native core's DFA finds the lines that hold any of them and where each
+    match ends, and the regexes of the families it saw read only those lines.
 
-    RE2 runs the alternation as a DFA, about 150 times faster than `re`, which tries every
-    alternative at every byte (prefilter.fast_regex). Where hyperscan is installed, its SIMD
-    matcher first finds the lines that hold any trigger, about five times faster again,
-    and the regexes of the families it saw read only those lines. The hits are the same
-    either way, because a trigger matches within one line (tests/test_prefilter.py)."""
+    The hits are those of one alternation with a group per family (`pattern`; a match's
+    family is `by_group[m.lastindex]`), leftmost-first, read over the whole buffer
+    (tests/test_prefilter.py), because a trigger matches within one line."""
 
     def __init__(self, fams: tuple[Family, ...]) -> None:
         alternatives = [[f"(?:{t})" for t in fam.triggers] for fam in fams] + [[ANNOUNCED]]
-        pattern = "|".join(f"({'|'.join(alts)})" for alts in alternatives).encode()
-        self.regex = fast_regex(pattern)
+        self.pattern = "|".join(f"({'|'.join(alts)})" for alts in alternatives).encode()
         # the family of each capturing group: the triggers' own groups belong to theirs
         self.by_group: list[Family | None] = [None]
         for fam, alts in zip([*fams, None], alternatives, strict=True):
@@ -117,10 +86,6 @@ class Trigger:
 
         `skip` is the caller's: by family name, the line start before which it takes no more
         of that family's hits (the end of the block it read), read each time a hit is given."""
-        if not self.lines.usable:
-            for m in self.regex.finditer(data, pos, end):
-                yield m.start(), self.by_group[m.lastindex]
-            return
         for lo, hi, last, ends in self.lines.spans(data, pos, end):
             # no match of a trigger ends before its first end in the run, so none starts more
             # than its reach before that: the regex starts there, not at the start of a long line
@@ -140,7 +105,7 @@ class Trigger:
     ) -> Iterator[tuple[int, Family | None]]:
         """The hits of a run of lines ending at `hi` where one family's triggers alone matched
         (most runs), as finditer gives them: each the leftmost match from where the one
-        before ended. Hyperscan told where each match of each trigger ends, so no match
+        before ended. The core told where each match of each trigger ends, so no match
         starts before the next such end less that trigger's reach: the regex is asked from
         there, over the few bytes before the match, not over the rest of a long line (a step
         line of 150 metrics holds three memory triggers). Where the caller skips to the end
@@ -161,7 +126,7 @@ class Trigger:
             if lo >= hi:  # no match ends past `at`: none starts there or after
                 return
             # `re` tries each alternative at every byte where no literal leads them all: over
-            # a long stretch (a trigger of no bounded reach) RE2's DFA is ten times faster
+            # a long stretch (a trigger of no bounded reach) the core's DFA is ten times faster
             m = (self.own_long if nearest - lo > LONG_SPAN else self.own)[family].search(data, lo, hi)
             if m is None:
                 return
@@ -171,10 +136,10 @@ class Trigger:
                 at = after
 
     def _hits(self, data: bytes | bytearray, hi: int, last: int, starts: dict[int, int]) -> Iterator[tuple[int, Family | None]]:
-        """The hits RE2's alternation finds in a run of lines ending at `hi` where several
+        """The hits the whole alternation finds in a run of lines ending at `hi` where several
         families' triggers matched, read with the regexes of just those families, each from
         where its matches may start (over a short span `re` on one family's literals answers
-        several times sooner than RE2, whose Python wrapper costs more per call). Each
+        several times sooner than a call into the core). Each
         family's leftmost match stands; the leftmost of them wins, the first family on a
         tie, and those it overlaps look again after it (unless it ends where the run's last
         match ends)."""
@@ -195,7 +160,7 @@ class Trigger:
                     found[other] = again
 
 
-LONG_SPAN = 256  # bytes beyond which a family's triggers are looked for with RE2, not `re`
+LONG_SPAN = 256  # bytes beyond which a family's triggers are looked for by the core, not `re`
 
 
 def _reach(pattern: str) -> int | None:
@@ -388,12 +353,12 @@ class Scanner:
     def _check_utf8(self, data: bytes | bytearray, end: int, line_base: int) -> None:
         """Count the lines of data[:end] that are not valid UTF-8.
 
-        Hyperscan tells in one pass whether anything there may be invalid (decoding a
+        The core tells in one pass whether it is all valid (decoding a
         chunk of progress bars to check it costs three times as much); only then are
         the lines decoded one stretch at a time (UTF8_WINDOW, smaller after a bad byte): a
         decoding error holds a copy of all it was given, and a chunk with a bad byte on every
         line made one of the rest of the chunk per line (the square of the chunk)."""
-        if data.isascii() or (NOT_UTF8.usable and not NOT_UTF8.any(data, 0, end)):
+        if data.isascii() or utf8_valid(data, end):
             return
         view = memoryview(data)
         pos, counted_pos, line, window = 0, 0, line_base, UTF8_WINDOW

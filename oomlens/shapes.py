@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from ._core import numbers_and_shape as _ascii_numbers_and_shape
+
 MAX_SHAPES = 4096  # shapes a cache of them keeps before it starts over
 MAX_SHAPE_LINE = 16 << 10  # a longer line parses as it stands: its shape would not come again, and finding it is a pass over it all
 
@@ -44,8 +46,18 @@ FORMS = {(sign, frac, exp): f"{sign}{'0.0' if frac else '0'}{'e0' if exp else ''
 
 def numbers_and_shape(text: str) -> tuple[list[str], str]:
     """The numbers of a line, in order, and its shape: each number written as the one
-    placeholder of its form (sign, fraction, exponent). One regex pass: re.split gives the
-    text between numbers and each number's groups, five to a number."""
+    placeholder of its form (sign, fraction, exponent). An ASCII line (nearly every memory
+    line) is masked by the native core in one pass; other text by NUMBER_RUN, whose digit class holds
+    any script's digits, as the core's does not (tests/test_shapes_native.py: the two agree on
+    ASCII)."""
+    if text.isascii():
+        return _ascii_numbers_and_shape(text)
+    return numbers_and_shape_of_text(text)
+
+
+def numbers_and_shape_of_text(text: str) -> tuple[list[str], str]:
+    """numbers_and_shape by one regex pass: re.split gives the text between numbers and each
+    number's groups, five to a number."""
     parts = NUMBER_RUN.split(text)
     shape = [parts[0]]
     for sign, frac, exp, after in zip(parts[2::5], parts[3::5], parts[4::5], parts[5::5], strict=True):

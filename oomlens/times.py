@@ -3,7 +3,7 @@
 A layout is read in two places: inside an envelope (envelopes.py writes each {time:NAME}
 out as the layout's pattern) and, for the layouts that say `anywhere`, wherever it stands
 in a raw line: the scan asks for the last time before a hit that prints none, and the
-first after it, with one search over the bytes (hyperscan, else RE2).
+first after it, with one search over the bytes (the native core: prefilter.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from .prefilter import Prefilter, fast_regex
+from .prefilter import Match, Prefilter, fast_regex
 
 MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 
@@ -137,16 +137,16 @@ def with_times(pattern: str) -> str:
 
 
 # A wall-clock time wherever it stands in a raw line: the layouts of data/times.toml that
-# say `anywhere`. Their alternation finds one (RE2, no captures: they cost more than the
+# say `anywhere`. Their alternation finds one (the core, no captures: they cost more than the
 # search); the layouts' own regexes read it.
 _ANYWHERE = tuple(t for t in TIMES if t.anywhere)
 _STAMP_ANY = "|".join(re.sub(r"\(\?P<\w+>", "(?:", t.pattern) for t in _ANYWHERE).encode()
-STAMP_IN = fast_regex(_STAMP_ANY)  # across a span: a DFA
+STAMP_IN = fast_regex(_STAMP_ANY)  # across a span: the core's DFA
 _STAMP_AT = re.compile(_STAMP_ANY)  # within one line, from where a time is known to be: cheaper per call
 _STAMP_READ = tuple((re.compile(t.pattern.encode()), t.utc) for t in _ANYWHERE)
 # The year a file's head names, for headers that print none (vLLM, c10): not a time layout
 # but any date with a time of day, a Ray session folder's name too (session_2026-11-24_06-38-22).
-# No look-behind: RE2 reads 64 KiB in a tenth of the time.
+# No look-behind: a DFA reads 64 KiB in a tenth of the time.
 YEAR = fast_regex(rb"(?:^|\D)(20\d\d)-\d\d-\d\d[ T_]\d\d[:-]\d\d")
 
 
@@ -163,30 +163,26 @@ def last_stamp(data: bytes | bytearray, lo: int, hi: int) -> Stamp | None:
 def last_stamp_at(data: bytes | bytearray, lo: int, hi: int) -> tuple[Stamp, int] | None:
     """The last wall-clock time standing in data[lo:hi] and where it starts, if any.
 
-    Hyperscan tells where the last time in the span starts and ends, and `re` reads it
-    there; RE2 reads the whole span without hyperscan, or when that match was a false
-    lead (a syslog time "at the start of a line" where the span begins mid-line). Stamps
-    never cross a line break."""
-    if _STAMP_LINES.usable:
-        found = _STAMP_LINES.last_match(data, lo, hi)
-        if found is None:
-            return None
-        start, stop = found
-        m = _STAMP_AT.match(data, start, stop)
-        if m is not None and m.end() == stop:
-            return _read(m, start)
-        at = max(lo, data.rfind(b"\n", lo, stop - 1) + 1)
-        while (m := _STAMP_AT.search(data, at, stop)) is not None:
-            if m.end() == stop:
-                return _read(m, m.start())
-            at = m.end()
-    last = None
-    for last in STAMP_IN.finditer(data, lo, hi):  # noqa: B007 - only the last is wanted
-        pass
-    return None if last is None else _read(last, last.start())
+    The core tells where the last time in the span starts and ends, and `re` reads it
+    there; the span is searched whole when that match was a false lead (a syslog time "at
+    the start of a line" where the span begins mid-line). Stamps never cross a line break."""
+    found = _STAMP_LINES.last_match(data, lo, hi)
+    if found is None:
+        return None
+    start, stop = found
+    m = _STAMP_AT.match(data, start, stop)
+    if m is not None and m.end() == stop:
+        return _read(m, start)
+    at = max(lo, data.rfind(b"\n", lo, stop - 1) + 1)
+    while (m := _STAMP_AT.search(data, at, stop)) is not None:
+        if m.end() == stop:
+            return _read(m, m.start())
+        at = m.end()
+    every = STAMP_IN.finditer(data, lo, hi)
+    return _read(every[-1], every[-1].start()) if every else None
 
 
-def _read(m: re.Match[bytes], at: int) -> tuple[Stamp, int] | None:
+def _read(m: re.Match[bytes] | Match, at: int) -> tuple[Stamp, int] | None:
     """A time found and where it starts; None when it is no time a clock shows (the search
     goes on before it, as for a line that prints none)."""
     stamp = stamp_of_match(m)
@@ -203,14 +199,11 @@ def first_stamp(data: bytes | bytearray, lo: int, hi: int) -> tuple[Stamp | None
         stop = min(hi, start + width)
         if stop < hi:
             stop = data.find(b"\n", stop, hi) + 1 or hi
-        if _STAMP_ENDS.usable:  # hyperscan stops at the first time; `re` reads that line
-            end = _STAMP_ENDS.first_end(data, start, stop)
-            m = None
-            if end is not None:
-                line = max(start, data.rfind(b"\n", start, end - 1) + 1)
-                m = _STAMP_AT.search(data, line, data.find(b"\n", end - 1, stop) + 1 or stop)
-        else:
-            m = STAMP_IN.search(data, start, stop)
+        end = _STAMP_ENDS.first_end(data, start, stop)  # the core stops at the first time; `re` reads that line
+        m = None
+        if end is not None:
+            line = max(start, data.rfind(b"\n", start, end - 1) + 1)
+            m = _STAMP_AT.search(data, line, data.find(b"\n", end - 1, stop) + 1 or stop)
         if m is not None:
             if (stamp := stamp_of_match(m)) is not None:
                 return stamp, max(lo, data.rfind(b"\n", lo, m.start()) + 1)
@@ -224,16 +217,12 @@ STAMP_AHEAD = 512  # bytes searched ahead for the next time at first
 
 def stampless_until(data: bytes | bytearray, lo: int, hi: int) -> int:
     """How far from `lo` no wall-clock time stands whole in data[lo:hi]: to just short of
-    where the first one ends, or to `hi` (a driver console prints none). Every match is
-    taken: hyperscan does not promise to report them in order."""
-    if _STAMP_LINES.usable:
-        ends = [stop for stop, _pattern in _STAMP_LINES._matches(data, lo, hi)]
-        return min(ends) - 1 if ends else hi
-    m = STAMP_IN.search(data, lo, hi)  # no time starts before the leftmost one
-    return hi if m is None else m.start()
+    where the first one ends, or to `hi` (a driver console prints none)."""
+    end = _STAMP_ENDS.first_end(data, lo, hi)
+    return hi if end is None else end - 1
 
 
-def stamp_of_match(m) -> Stamp | None:  # noqa: ANN001 - a match of STAMP_IN or _STAMP_AT
+def stamp_of_match(m: re.Match[bytes] | Match) -> Stamp | None:
     return _stamp_of(bytes(m.group(0)))
 
 

@@ -1,14 +1,15 @@
-"""The hyperscan prefilters: the same triggers, stamps and UTF-8 verdicts as RE2, re and the codec alone."""
+"""The native core's prefilters (oomlens._core): the same triggers, stamps and UTF-8 verdicts as Python's `re` and the codec alone."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-import re2
+from hypothesis import given, settings, strategies as st
 
-from conftest import FIXTURES, REAL, SESSIONS
+from conftest import FIXTURES
 from oomlens.grammars import families
+from oomlens.prefilter import Prefilter, Regex, newlines, utf8_valid
 from oomlens.scan import Trigger
 
 
@@ -18,73 +19,67 @@ def _all_fixture_bytes() -> bytes:
     return b"".join(p.read_bytes() for p in files)
 
 
-def test_every_trigger_compiles_in_re2_and_finds_what_re_finds():
+def _whole(trigger: Trigger, data: bytes, pos: int = 0, end: int | None = None) -> list:
+    """The hits of one `re` alternation of every trigger over the whole span: what the core's lines must give."""
+    regex = re.compile(trigger.pattern)
+    return [(m.start(), trigger.by_group[m.lastindex]) for m in regex.finditer(data, pos, len(data) if end is None else end)]
+
+
+def test_the_core_finds_the_hits_re_finds_in_every_fixture():
     trigger = Trigger(families())
-    slow = re.compile(trigger.regex.pattern)
-    data = b"".join(p.read_bytes() for p in sorted(REAL.glob("*.log")))
-    data += (SESSIONS / "ray2.60-b-rl-actor-oom" / "driver-console.log").read_bytes()
-    fast_hits = [(m.start(), trigger.by_group[m.lastindex]) for m in trigger.regex.finditer(data)]
-    slow_hits = [(m.start(), trigger.by_group[m.lastindex]) for m in slow.finditer(data)]
-    assert isinstance(trigger.regex, re2._Regexp)
-    assert fast_hits == slow_hits and len(fast_hits) > 100
+    data = _all_fixture_bytes()
+    lines = list(trigger.finditer(data, 0, len(data)))
+    assert lines == _whole(trigger, data)
+    assert len(lines) > 1000 and any(fam is None for _, fam in lines)
+    assert {fam.name for _, fam in lines if fam} == {fam.name for fam in families()}
 
 
 def test_triggers_match_within_one_line():
-    """The hyperscan prefilter hands RE2 only the lines it hit: a trigger must not reach into
+    """The core's prefilter hands `re` only the lines it hit: a trigger must not reach into
     the line before (no `\\s` with a repeat, no dot-all)."""
     for fam in families():
         for trigger in fam.triggers:
             assert not re.search(r"\\s[*+?{]|\(\?s", trigger), (fam.name, trigger)
 
 
-def test_hyperscan_lines_then_re2_find_the_same_hits_as_re2_alone():
-    pytest.importorskip("hyperscan")
-    trigger = Trigger(families())
-    assert trigger.lines.usable, "every trigger compiles in hyperscan"
-    data = _all_fixture_bytes()
-    whole = [(m.start(), trigger.by_group[m.lastindex]) for m in trigger.regex.finditer(data)]
-    lines = list(trigger.finditer(data, 0, len(data)))
-    assert lines == whole
-    assert len(lines) > 1000 and any(fam is None for _, fam in lines)
-    assert {fam.name for _, fam in lines if fam} == {fam.name for fam in families()}
-
-
 def test_hits_inside_a_window_of_the_data():
     """Scanning from an offset in mid-line and stopping before the end, as the scanner does
-    with the chunk it carries over, finds what RE2 finds in the same span."""
+    with the chunk it carries over, finds what `re` finds in the same span."""
     trigger = Trigger(families())
     data = b"x CUDA out of memory. Tried\n:actor_name:Foo\nKilled process 12 (python)\nWatchdog caught collective operation timeout"
     for pos, end in ((0, len(data)), (3, len(data)), (2, 60), (30, len(data) - 5)):
         found = list(trigger.finditer(data, pos, end))
-        assert found == [(m.start(), trigger.by_group[m.lastindex]) for m in trigger.regex.finditer(data, pos, end)], (pos, end)
+        assert found == _whole(trigger, data, pos, end), (pos, end)
 
 
-def test_last_stamp_with_hyperscan_is_last_stamp_with_re2_alone(monkeypatch):
-    """The time a hit borrows from the lines before it does not depend on the engine."""
-    pytest.importorskip("hyperscan")
+def test_last_stamp_is_the_last_time_re_finds_in_the_window():
+    """The time a hit borrows from the lines before it: the core's last match, read by `re`,
+    is the last match of `re` alone over the window."""
     from oomlens import times
 
-    assert times._STAMP_LINES.usable
+    every = re.compile(times._STAMP_ANY)
+
+    def slow(data: bytes, lo: int, hi: int):
+        last = None
+        for last in every.finditer(data, lo, hi):  # noqa: B007 - only the last is wanted
+            pass
+        found = None if last is None else times._read(last, last.start())
+        return None if found is None else found[0]
+
     data = _all_fixture_bytes()
     starts = [i + 1 for i in range(len(data)) if data[i] == 10][::5]
     windows = [(max(0, hi - width), hi) for hi in starts for width in (40, 512, 4096)]
     fast = [times.last_stamp(data, lo, hi) for lo, hi in windows]
-    monkeypatch.setattr(times._STAMP_LINES, "database", None)
-    slow = [times.last_stamp(data, lo, hi) for lo, hi in windows]
-    assert fast == slow
+    assert fast == [slow(data, lo, hi) for lo, hi in windows]
     assert sum(s is not None for s in fast) > len(windows) // 4
     assert {s.year is None for s in fast if s} == {True, False}  # vLLM-style and full dates both seen
 
 
-def test_not_utf8_prefilter_says_exactly_what_the_codec_says():
+def test_utf8_valid_says_exactly_what_the_codec_says():
     """Random strings built from the bytes that matter (leads, continuations, the bytes UTF-8
     never uses, the bounds of overlong, surrogate and out-of-range forms)."""
-    pytest.importorskip("hyperscan")
     import random
 
-    from oomlens.scan import NOT_UTF8
-
-    assert NOT_UTF8.usable
     pieces = [
         b"a",
         b"\n",
@@ -114,16 +109,14 @@ def test_not_utf8_prefilter_says_exactly_what_the_codec_says():
             valid = True
         except UnicodeDecodeError:
             valid = False
-        assert NOT_UTF8.any(data, 0, len(data)) is not valid, data
+        assert utf8_valid(bytearray(data + b"tail"), len(data)) is valid, data
         verdicts[valid] += 1
     assert min(verdicts.values()) > 3000
 
 
 def test_newlines_counts_what_bytes_count_counts():
-    """Line numbers come from `scan.newlines` (StringZilla when installed)."""
+    """Line numbers come from the core's `newlines`."""
     import random
-
-    from oomlens.scan import newlines
 
     data = bytearray(_all_fixture_bytes())
     rng = random.Random(3)
@@ -131,22 +124,48 @@ def test_newlines_counts_what_bytes_count_counts():
     assert [newlines(data, a, b) for a, b in spans] == [data.count(b"\n", a, b) for a, b in spans]
 
 
-def test_compiled_prefilters_are_cached_and_a_bad_cache_is_rebuilt(tmp_path, monkeypatch):
-    """Databases are kept in the user's cache folder; a damaged file there is compiled again."""
-    pytest.importorskip("hyperscan")
-    from oomlens.prefilter import Prefilter
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+def test_spans_tell_each_run_of_lines_and_where_each_pattern_ends():
     data = b"x\nINFO 11-21 15:31:51 [metrics.py:351] ok\nCUDA out of memory. Tried\n"
-    fresh = Prefilter(["CUDA out of memory", r"\d\d:\d\d:\d\d"])
-    [cached_file] = (tmp_path / "oomlens").glob("hyperscan-*.db")
-    loaded = Prefilter(["CUDA out of memory", r"\d\d:\d\d:\d\d"])
-    cached_file.write_bytes(b"not a database")
-    rebuilt = Prefilter(["CUDA out of memory", r"\d\d:\d\d:\d\d"])
-    assert fresh.spans(data, 0, len(data)) == loaded.spans(data, 0, len(data)) == rebuilt.spans(data, 0, len(data))
-    # the last match's end, and each pattern's
-    assert fresh.spans(data, 0, len(data)) == [(2, len(data), len(data) - 8, {1: [21], 0: [len(data) - 8]})]
-    assert cached_file.read_bytes() != b"not a database"  # written again
+    found = Prefilter(["CUDA out of memory", r"\d\d:\d\d:\d\d"]).spans(bytearray(data), 0, len(data))
+    # one run of two lines: the last match's end, and each pattern's ends
+    assert found == [(2, len(data), len(data) - 8, {1: [21], 0: [len(data) - 8]})]
+
+
+def test_a_pattern_the_core_cannot_read_is_a_value_error_not_a_crash():
+    """Errors cross the boundary as values: a caller's `except Exception` handles them."""
+    for bad in ("(unclosed", "a{2,1}", r"(?<=look)behind"):
+        with pytest.raises(ValueError, match="oomlens core"):
+            Prefilter([bad])
+        with pytest.raises(ValueError, match="oomlens core"):
+            Regex(bad)
+
+
+PATTERNS = [r"Killed process \d+ \(", r"[Oo]ut of [Mm]emory(?: \(x\))?: Kill", r"\S invoked", r"\d GB / \d+(?:\.\d+)? GB\.", r"a[^b\n]{1,5}b"]
+ALPHABET = b"0123456789 .()/:\nabkxyGBKdeilmnoprstuvOMy\xc3\xff"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([b"Killed process 12 (", b"Out of memory: Kill", b" invoked", b"2 GB / 80 GB.", b"a12b"])
+        | st.binary(max_size=6).map(lambda b: bytes(ALPHABET[x % len(ALPHABET)] for x in b)),
+        max_size=8,
+    ).map(b"".join),
+    st.integers(0, 3),
+    st.integers(0, 3),
+)
+def test_every_end_of_every_match_is_reported_as_re_finds_them(text, cut_front, cut_back):
+    """Property: the core reports (end, pattern) for every span of data[pos:end] that a
+    pattern matches whole, in the order of the ends: a brute force of `re.fullmatch` over
+    every start and end says the same."""
+    data = b"zz" + text + b"zz"
+    pos, end = cut_front, len(data) - cut_back
+    hay = data[pos:end]
+    regexes = [re.compile(p.encode()) for p in PATTERNS]
+    expected = sorted({(pos + e, i) for i, r in enumerate(regexes) for s in range(len(hay) + 1) for e in range(s, len(hay) + 1) if r.fullmatch(hay[s:e])})
+    found = Prefilter(PATTERNS).matches(data, pos, end)
+    assert sorted(found) == expected
+    assert [e for e, _ in found] == sorted(e for e, _ in found)
 
 
 @pytest.mark.parametrize("into", [1, 5, 10, 18])
@@ -165,10 +184,9 @@ def test_the_time_a_hit_borrows_is_the_last_one_before_it_wherever_the_window_en
     assert event.time == "2026-11-21T10:05:00" and event.time_inferred
 
 
-def test_overlapping_hits_of_several_families_come_out_as_re2_finds_them():
+def test_overlapping_hits_of_several_families_come_out_as_re_finds_them():
     """Lines made of trigger phrases glued together, overlapping across and within families:
-    the per-family reading behind hyperscan keeps RE2's leftmost-first, non-overlapping hits."""
-    pytest.importorskip("hyperscan")
+    the per-family reading behind the core's lines keeps `re`'s leftmost-first, non-overlapping hits."""
     import random
 
     trigger = Trigger(families())
@@ -190,7 +208,7 @@ def test_overlapping_hits_of_several_families_come_out_as_re2_finds_them():
     rng = random.Random(11)
     lines = [b"".join(rng.choice(pieces) + rng.choice([b"", b" ", b"x", b"\t"]) for _ in range(rng.randint(1, 5))) for _ in range(3000)]
     data = b"\n".join(lines) + b"\n"
-    whole = [(m.start(), trigger.by_group[m.lastindex]) for m in trigger.regex.finditer(data)]
+    whole = _whole(trigger, data)
     assert list(trigger.finditer(data, 0, len(data))) == whole
     assert len(whole) > 6000
 
@@ -281,8 +299,8 @@ def test_a_line_that_does_not_parse_costs_one_parse_per_trigger_it_holds(monkeyp
 
 @pytest.mark.parametrize("seed", range(4))
 def test_hits_on_lines_with_bytes_that_are_not_utf8_are_the_same_for_every_engine(seed):
-    """A mutated or cut log puts bytes that are not UTF-8 inside trigger lines: hyperscan,
-    RE2 and `re` read bytes alike (RE2 as Latin-1), so a hit is found whichever looks."""
+    """A mutated or cut log puts bytes that are not UTF-8 inside trigger lines: the core and
+    `re` read bytes alike (the core as Latin-1), so a hit is found whichever looks."""
     import random
 
     trigger = Trigger(families())
@@ -292,9 +310,7 @@ def test_hits_on_lines_with_bytes_that_are_not_utf8_are_the_same_for_every_engin
         if data[at] != 0x0A:
             data[at] = rng.choice([0x80, 0xBF, 0xC0, 0xED, 0xF5, 0xFF])
     data = bytes(data)
-    slow = re.compile(trigger.regex.pattern)
-    by_re = [(m.start(), trigger.by_group[m.lastindex]) for m in slow.finditer(data)]
-    assert [(m.start(), trigger.by_group[m.lastindex]) for m in trigger.regex.finditer(data)] == by_re
+    by_re = _whole(trigger, data)
     assert list(trigger.finditer(data, 0, len(data))) == by_re
     assert len(by_re) > 1000
 
@@ -307,7 +323,6 @@ def test_hits_skipped_by_the_caller_are_the_ones_it_would_have_passed_over(seed)
     ends at the next line, lines further on, and inside a line (where nothing is skipped)."""
     import random
 
-    pytest.importorskip("hyperscan")
     trigger = Trigger(families())
     data = _all_fixture_bytes()
     data += b"".join(b"(TaskRunner pid=1) step:%d - " % i + b" - ".join(b"perf/max_memory_allocated_gb:%d.5" % k for k in range(3)) + b"\n" for i in range(200))
