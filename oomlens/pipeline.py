@@ -14,14 +14,15 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import collector
+from .envelopes import collector_of
 from .events import Clue, Event, Source, fold, from_rows, name_workers, number, to_rows
 from .grammars import Family, families
-from .layout import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
+from .layout import LAYOUT_HEAD, blanks_added, laid_out, newest_first, stamped_later, wrap_layout
 from .progress import Tick, counted
 from .reduce import BUCKETS, NOTHING, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
-from .sources import ENCODED, Input, Text, compressed, discover, error_line, marks_in, reopen, session_start
+from .sources import BOM, ENCODED, Input, Text, compressed, discover, error_line, marks_in, reopen, session_start
 from .times import YEAR, Stamp, first_stamp
 
 if TYPE_CHECKING:
@@ -279,7 +280,8 @@ def _ranges(item: Input, jobs: int) -> tuple[list[tuple[int, int, int, int]], in
             size = os.fstat(fh.fileno()).st_size
             head = fh.read(LAYOUT_HEAD)
             # compressed or UTF-16 text is read by one, and so is a hole
-            if head.startswith((*ENCODED, b"\0")) or compressed(head) or newest_first(head) or wrap_layout(head, False):
+            encoded = head.startswith((*ENCODED, b"\0")) or compressed(head) or collector_of(head.lstrip(BOM)) is not None  # a collector's records: read by one
+            if encoded or blanks_added(head) is not None or stamped_later(head) or newest_first(head) or wrap_layout(head, False):
                 return None
             cuts = [0]
             for k in range(1, min(jobs, size // RANGE_MIN)):

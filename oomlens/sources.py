@@ -27,6 +27,7 @@ import bz2
 import codecs
 import errno
 import io
+import itertools
 import lzma
 import os
 import posixpath
@@ -41,6 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol, cast
 
 import zstandard
+
+from .envelopes import MAX_RECORD, Collector, collector_of, unwrapped
 
 try:  # ISA-L inflates about 2.5 times as fast as zlib, with the same API and results
     from isal import isal_zlib as inflate
@@ -62,6 +65,7 @@ MAX_NESTED = 4  # archives inside archives read this deep (a node's .tar.gz in a
 BOMB_RATIO = 100
 BOMB_FLOOR = 64 << 20
 MAX_DEPTH = 200  # folders nested deeper are not entered: a walk recurses (Ray's trees are under 10 deep)
+RECORDS_HEAD = 1 << 16  # bytes of a text's head whose lines tell a collector's records (envelopes.collector_of)
 SNIFF = 8192  # bytes looked at to tell text from binary, and compressed from plain
 STEP = 8192  # bytes asked of a decoder or archive member at a time: a cut loses at most this
 INFLATE_STEP = 1 << 18  # bytes of text asked of gzip at a time: its decoder keeps all it decoded before a cut
@@ -465,8 +469,11 @@ def _file(path: str, named: bool = True, at: str | None = None, pick: Pick | Non
             fh.seek(0)
             stream = text_stream(fh, probe)
             head = _head(stream, probe)
+            collector = None
             if not _is_tar(head) and not head.startswith(ZIP_MAGIC):
-                head = _head(as_text(stream), probe)
+                text = _unmarked(stream, RECORDS_HEAD)
+                collector = collector_of(text.peek(RECORDS_HEAD)[:RECORDS_HEAD])
+                head = _head(text, probe)
     except OSError as err:
         yield Input(path, problems=[f"cannot read ({_reason(err)}): nothing read"], session=at)
         return
@@ -481,11 +488,11 @@ def _file(path: str, named: bool = True, at: str | None = None, pick: Pick | Non
         return
     role, pid = role_of(path)
     item = Input(path, role, pid, size=size, session=at)
-    if is_binary(head):
+    if collector is None and is_binary(head):  # a collector's records are text, whatever bytes a field holds (journald's export)
         item.problems.append("binary file (not text): not read")
     else:
         _tell_hole(item, probe.hole)
-        item.opener = lambda: as_text(text_stream(Watched(path, item), item))
+        item.opener = lambda: as_text(text_stream(Watched(path, item), item), collector)
         item.file = path
     yield item
 
@@ -817,10 +824,24 @@ def compressed(head: bytes) -> bool:
     )
 
 
-def as_text(stream: io.BufferedReader) -> io.BufferedReader:
-    """A stream's text as the scan reads it: UTF-8 with no byte-order mark (Text). Read
-    after text_stream and its sniff of an archive: an archive's bytes are never touched."""
-    return io.BufferedReader(Text(stream, utf16=stream.peek(2)[:2] in UTF16_BOMS))
+SNIFFED = "sniff"  # as_text: look at the head for a collector's records
+
+
+def _unmarked(stream: io.BufferedReader, size: int) -> io.BufferedReader:
+    """Text over `stream`, buffered by `size` bytes (what a peek may see)."""
+    return cast(io.BufferedReader, io.BufferedReader(Text(stream, utf16=stream.peek(2)[:2] in UTF16_BOMS), size))
+
+
+def as_text(stream: io.BufferedReader, collector: Collector | str | None = SNIFFED) -> io.BufferedReader:
+    """A stream's text as the scan reads it: UTF-8 with no byte-order mark (Text), and a
+    collector's records (docker's json-file, journald's, a cloud's: envelopes.collector_of)
+    read as the lines they hold; `collector` when a sniff of the same file told it already
+    (a file is then read as far as its first read asks, no further). Read after text_stream
+    and its sniff of an archive: an archive's bytes are never touched."""
+    text = _unmarked(stream, RECORDS_HEAD if collector == SNIFFED else STEP)
+    if collector == SNIFFED:
+        collector = collector_of(text.peek(RECORDS_HEAD)[:RECORDS_HEAD])
+    return io.BufferedReader(Records(text, collector)) if isinstance(collector, Collector) else text
 
 
 class _Closable(Protocol):
@@ -951,6 +972,25 @@ def marks_in(fh: BinaryIO, lo: int, hi: int) -> int:
         count += data.count(BOM)
         carry = data[-2:] if not data.endswith(BOM) else b""
     return count * len(BOM)
+
+
+class Records(Wrapping):
+    """The lines a stream of a collector's records holds (envelopes.unwrapped)."""
+
+    inner: io.BufferedReader
+
+    def __init__(self, inner: io.BufferedReader, collector: Collector) -> None:
+        self.inner = inner
+        self.lines = unwrapped(collector, iter(lambda: inner.readline(MAX_RECORD + 1), b""))
+        self.out, self.at = b"", 0
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self.at >= len(self.out):
+            self.out, self.at = b"".join(itertools.islice(self.lines, 256)), 0
+        got = min(len(buffer), len(self.out) - self.at)
+        buffer[:got] = self.out[self.at : self.at + got]
+        self.at += got
+        return got
 
 
 class ZstdFrames(Counting):
