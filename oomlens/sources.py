@@ -829,7 +829,17 @@ SNIFFED = "sniff"  # as_text: look at the head for a collector's records
 
 def _unmarked(stream: io.BufferedReader, size: int) -> io.BufferedReader:
     """Text over `stream`, buffered by `size` bytes (what a peek may see)."""
-    return cast(io.BufferedReader, io.BufferedReader(Text(stream, utf16=stream.peek(2)[:2] in UTF16_BOMS), size))
+    return cast(io.BufferedReader, io.BufferedReader(Text(stream, utf16=utf16(stream.peek(SNIFF)[:SNIFF])), size))
+
+
+def utf16(head: bytes) -> bool:
+    """Whether a head is UTF-16 text: its mark, then lines (a line break is two bytes, one of
+    them zero). Bytes that merely begin as a mark would (binary garbage before a log) decode
+    to no line break."""
+    if head[:2] not in UTF16_BOMS:
+        return False
+    text = head[2 : len(head) & ~1].decode("utf-16-le" if head[:2] == UTF16_BOMS[0] else "utf-16-be", "replace")
+    return "\n" in text
 
 
 def as_text(stream: io.BufferedReader, collector: Collector | str | None = SNIFFED) -> io.BufferedReader:

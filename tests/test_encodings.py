@@ -222,3 +222,10 @@ def test_a_zip_bomb_is_stopped_at_the_ratio_to_its_declared_compressed_size(tmp_
         zf.writestr("driver.log", b"\n" * (40 << 20))
     [item] = [i for i in analyze(str(tmp_path / "bomb.zip"), jobs=1).inputs if i.path.endswith("driver.log")]
     assert any("a decompression bomb?" in p for p in item.problems), item.problems
+
+
+def test_garbage_that_begins_as_a_utf16_mark_is_no_utf16(tmp_path):
+    """Binary garbage before a log may begin with the bytes of a mark: no line break decodes
+    from it, so the log after it is read as UTF-8."""
+    (tmp_path / "driver-console.log").write_bytes(b"\xff\xfe\xfd binary garbage \x80\x81\n" + CONSOLE.read_bytes())
+    assert facts(analyze(str(tmp_path / "driver-console.log"), jobs=1)) == PLAIN
