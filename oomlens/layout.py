@@ -520,12 +520,12 @@ def laid_out(stream: BinaryIO, item: Input) -> tuple[BinaryIO, Layout | None]:
         layout = Trimmed(stream, run)
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
-    if stamps := stamped_later(head):
-        layout, layout.under = Unstamped(stream, stamps), layout
+    if newest_first(head):  # told by the stamps too, whatever clock put them there
+        layout, layout.under = Reversed(stream, item), layout
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
-    if newest_first(head):
-        layout, layout.under = Reversed(stream, item), layout
+    if stamps := stamped_later(head):
+        layout, layout.under = Unstamped(stream, stamps), layout
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
     for again in (False, True):  # a text wrapped twice: a wrapped paste copied again from a narrower terminal
