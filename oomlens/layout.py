@@ -512,6 +512,7 @@ def laid_out(stream: BinaryIO, item: Input) -> tuple[BinaryIO, Layout | None]:
     """The stream as it was written, when its head shows it was turned round or hard-wrapped,
     and the layout that maps its lines back (None: the stream as it is)."""
     layout: Layout | None = None
+    stamps: tuple[Envelope, ...] = ()
     if not isinstance(stream, (io.BytesIO, io.BufferedReader)):  # raw: what a peek read would be lost with a failing read after it
         return stream, None
     stream = io.BufferedReader(stream, LAYOUT_HEAD)  # a head that large to peek at
@@ -524,7 +525,9 @@ def laid_out(stream: BinaryIO, item: Input) -> tuple[BinaryIO, Layout | None]:
         layout, layout.under = Reversed(stream, item), layout
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
-    if stamps := stamped_later(head):
+    if layout is None or not layout.newest_first:  # turned round, its stamps told its order: they stay (kubectl+cri+reversed)
+        stamps = stamped_later(head)
+    if stamps:
         layout, layout.under = Unstamped(stream, stamps), layout
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
