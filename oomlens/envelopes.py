@@ -11,11 +11,15 @@ become the line's context.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
 
 from .times import TIME_BY_NAME, Stamp, stamp_of_groups, with_times
 
@@ -38,6 +42,7 @@ class Line:
     rank: int | None = None
     repeated: int | None = None
     stream: str = ""  # the Ray prefix as printed: lines of one worker share it
+    host: str | None = None  # the host a collector's record names (envelope collector_host)
     utc: Stamp | None = None  # a collector's zoned time outside the program's own local one: the two tell the host's zone
 
 
@@ -91,6 +96,8 @@ def _apply(envelope: Envelope, line: Line, m: re.Match) -> None:
         line.pid = int(pid)
     if line.actor is None and name:  # interned: thousands of events name the same few
         line.actor = sys.intern(name)
+    if line.host is None and g.get("host"):
+        line.host = sys.intern(g["host"])
     if line.ip is None and g.get("ip"):
         line.ip = sys.intern(g["ip"])
     if line.rank is None and g.get("rank"):
@@ -164,7 +171,6 @@ def without_debris(text: str) -> str:
 
 # the envelopes worth trying on a line, by its first character
 _ANY_FIRST = tuple(e for e in ENVELOPES if not e.first)
-_ASCTIME = re.compile(TIME_BY_NAME["iso"].pattern)  # Ray's structured logs' "asctime"
 BY_NAME = {e.name: e for e in ENVELOPES}
 _STREAMS = tuple(e for e in ENVELOPES if e.stream)
 _BY_FIRST = {char: tuple(e for e in ENVELOPES if not e.first or char in e.first) for e in ENVELOPES for char in e.first}
@@ -181,29 +187,28 @@ def envelope_at(text: str, at: int = 0) -> tuple[Envelope, re.Match[str]] | None
 
 
 def _json_record(text: str) -> Line | None:
-    """Ray's JSON records: events/event_*.log and structured logs (RAY_BACKEND_LOG_JSON=1).
-
-    The message is escaped once more than JSON needs (`\\n` for a new line)."""
-    try:
-        record = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or nested past what a record is
-        return None
-    if not isinstance(record, dict) or not isinstance(record.get("message"), str):
-        return None
-    line = Line(record["message"].replace("\\n", "\n").replace("\\t", "\t"))
-    epoch = record.get("timestamp")
-    if isinstance(epoch, (int, float)) and not isinstance(epoch, bool) and math.isfinite(epoch):  # JSON's NaN and 1e999 are no time
-        # seconds (a float carries milliseconds) or milliseconds, as stamp_of_groups reads them
-        whole = isinstance(epoch, int) or epoch >= 1e11
-        line.stamp = stamp_of_groups({"epoch": str(int(epoch if whole else epoch * 1000))})
-    elif isinstance(record.get("asctime"), str):
-        m = _ASCTIME.match(record["asctime"])
-        if m:
+    """A JSON record of a collector of the table (`[[record]]` of data/envelopes.toml) alone on
+    its line: Ray's own (events/event_*.log, RAY_BACKEND_LOG_JSON=1: its message whole, its
+    time and pid), or a line a collector wrote (docker's json-file, journald's, a cloud's),
+    peeled as the line it holds with its facts (written), wherever it stands in a paste."""
+    for c in _JSON_COLLECTORS:
+        found = read_record(c, text)
+        if found is None:
+            continue
+        if not c.peel:
+            return peel(written(found)[0])
+        line = Line(found.text)
+        if found.time is not None and (m := _ISO.match(found.time)):
             line.stamp = stamp_of_groups(m.groupdict())
-    pid = record.get("pid") or record.get("source_pid")
-    if isinstance(pid, (int, str)) and str(pid).isdigit():
-        line.pid = int(pid)
-    return line
+        try:
+            record = json.loads(text)
+        except (ValueError, RecursionError):  # read once above: cannot fail here
+            return line
+        pid = _first(record, c.pid)
+        if isinstance(pid, (int, str)) and str(pid).isdigit():
+            line.pid = int(pid)
+        return line
+    return None
 
 
 def peel(raw: str) -> Line:
@@ -283,3 +288,348 @@ def first_envelope(line: str) -> str | None:
     text = without_debris(line)
     found = envelope_at(text)
     return found[0].name if found is not None else None
+
+
+# -- collector records: a whole line, or several, is one record of a collector ------------
+
+
+@dataclass(frozen=True, slots=True)
+class Collector:
+    """One `[[record]]` of `data/envelopes.toml`: how a collector writes a log's lines as
+    records, and where in a record its line and facts stand."""
+
+    name: str
+    form: str  # json (an object a line), export (journald's export format), csv, line (a pattern a line)
+    needs: tuple[str, ...]  # json, csv: the fields every record holds (dotted paths, or columns)
+    needs_any: tuple[str, ...]  # json: and one of these at least
+    line: tuple[str, ...]  # where the line stands: the first of these that holds a string
+    time: tuple[str, ...]
+    stream: tuple[str, ...]
+    pod: tuple[str, ...]
+    container: tuple[str, ...]
+    host: tuple[str, ...]
+    pid: tuple[str, ...]  # the writer's pid, where the record is the program's own (Ray's)
+    pattern: re.Pattern[str] | None  # line: the record's head, its groups the facts; the line follows
+    unended: bool  # a record whose line does not end in a line break goes on in the next (docker's 16 KiB pieces)
+    escaped: bool  # the line is escaped once more than JSON needs (Ray's: `\\n` for a new line)
+    peel: bool  # read where it stands, a line at a time (Ray's own records), not by the stream
+    samples: tuple[dict, ...]
+
+
+def _collectors() -> tuple[Collector, ...]:
+    from .data import load
+
+    def paths(r: dict, key: str) -> tuple[str, ...]:
+        value = r.get(key, ())
+        return (value,) if isinstance(value, str) else tuple(value)
+
+    return tuple(
+        Collector(
+            r["name"],
+            r["form"],
+            paths(r, "needs"),
+            paths(r, "needs_any"),
+            paths(r, "line"),
+            paths(r, "time"),
+            paths(r, "stream"),
+            paths(r, "pod"),
+            paths(r, "container"),
+            paths(r, "host"),
+            paths(r, "pid"),
+            re.compile(with_times(r["pattern"])) if "pattern" in r else None,
+            r.get("unended", False),
+            r.get("escaped", False),
+            r.get("peel", False),
+            tuple(r.get("sample", ())),
+        )
+        for r in load("envelopes.toml")["record"]
+    )
+
+
+COLLECTORS = _collectors()
+RECORD_BY_NAME = {c.name: c for c in COLLECTORS}
+_JSON_COLLECTORS = tuple(c for c in COLLECTORS if c.form == "json")
+_ISO = re.compile(TIME_BY_NAME["iso"].pattern)
+LABEL = re.compile(r'([\w.-]+)\s*[=:]\s*"((?:[^"\\]|\\.)*)"|([\w.-]+)=([^,\s}]*)')  # logcli's {k="v"}, Grafana's k=v
+
+
+def _at(record: Any, path: str) -> Any:
+    """The value at a dotted path of a JSON record (a key may hold dots itself: tried whole first)."""
+    if isinstance(record, dict) and path in record:
+        return record[path]
+    head, dot, rest = path.partition(".")
+    if dot and isinstance(record, dict) and head in record:
+        return _at(record[head], rest)
+    return None
+
+
+def _first(record: Any, paths: tuple[str, ...]) -> Any:
+    for path in paths:
+        value = _at(record, path)
+        if value is not None:
+            return value
+    return None
+
+
+def _text(value: Any) -> str | None:
+    """A field's text: a string, or journald's array of bytes (a field that is not UTF-8)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(b, int) and 0 <= b < 256 for b in value):
+        return bytes(value).decode("utf-8", "replace")
+    return None
+
+
+def _rfc3339(value: Any) -> str | None:
+    """A record's time as RFC 3339 with its zone: an ISO text as written (a zone it lacks stays
+    lacking), or an epoch in seconds, milliseconds, microseconds or nanoseconds as UTC."""
+    if isinstance(value, str) and value.strip().lstrip("-").replace(".", "", 1).isdigit():
+        value = float(value) if "." in value else int(value)
+    if isinstance(value, str):
+        m = _ISO.match(value.strip())
+        if m is None:
+            return None
+        g = m.groupdict()
+        frac = f".{g['frac']}" if g["frac"] else ""
+        return f"{g['y']}-{g['mo']}-{g['d']}T{g['h']}:{g['mi']}:{g['s']}{frac}{g['zone'] or ''}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        scale = next((s for s, limit in ((1, 1e11), (1e3, 1e14), (1e6, 1e17)) if value < limit), 1e9)
+        try:
+            t = datetime.fromtimestamp(value / scale, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+        return t.strftime("%Y-%m-%dT%H:%M:%SZ" if isinstance(value, int) and scale == 1 else "%Y-%m-%dT%H:%M:%S.%fZ")  # whole seconds print none
+    return None
+
+
+def _labels(value: Any) -> dict[str, str]:
+    """Labels as a dict: a JSON object's, or written `{k="v", ...}` (logcli) or `k=v, ...`."""
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    if isinstance(value, str):
+        if value.startswith("{"):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict):
+                return _labels(parsed)
+        return {m.group(1) or m.group(3): m.group(2) if m.group(1) else m.group(4) for m in LABEL.finditer(value)}
+    return {}
+
+
+@dataclass(slots=True)
+class Record:
+    """What one record says: its line (one or several), and the facts around it."""
+
+    text: str
+    time: str | None = None
+    stream: str | None = None
+    pod: str | None = None
+    container: str | None = None
+    host: str | None = None
+    ended: bool = True  # its line ends here (else the next record goes on with it)
+
+
+def _facts(c: Collector, record: Any, text: str) -> Record:
+    time = _first(record, c.time)
+    stream = _text(_first(record, c.stream))
+    return Record(
+        text,
+        _rfc3339(time) if time is not None else None,
+        stream.lower() if stream and stream.lower() in ("stdout", "stderr") else None,
+        _text(_first(record, c.pod)) or None,
+        _text(_first(record, c.container)) or None,
+        _text(_first(record, c.host)) or None,
+    )
+
+
+def read_record(c: Collector, raw: str) -> Record | None:
+    """One physical line read as a record of collector `c` (json or line), or None if it is none."""
+    if c.form == "json":
+        if not raw.startswith("{"):
+            return None
+        try:
+            record = json.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(record, dict) or any(_at(record, need) is None for need in c.needs):
+            return None
+        if c.needs_any and all(_at(record, need) is None for need in c.needs_any):
+            return None
+        text = _text(_first(record, c.line))
+        if text is None:
+            return None
+        if c.escaped:
+            text = text.replace("\\n", "\n").replace("\\t", "\t")
+        found = _facts(c, record, text)
+        found.ended = not c.unended or text.endswith("\n")
+        return found
+    if c.form == "line" and c.pattern is not None:
+        m = c.pattern.match(raw)
+        if m is None:
+            return None
+        g = {k: v for k, v in m.groupdict().items() if v is not None}
+        labels = _labels(g.pop("labels", None))
+        found = _facts(c, {**labels, **g}, raw[m.end() :])
+        found.ended = g.get("partial") != "P"
+        return found
+    return None
+
+
+def written(record: Record) -> list[str]:
+    """A record's lines as a collector that prints them would: the pod and container as
+    `kubectl logs --prefix` does, the host as `[host/NAME]`, the time and stream as a
+    Kubernetes node's CRI log does; what is peeled then (envelopes kubectl_prefix,
+    collector_host, rfc3339) gives the line's facts back."""
+    head = ""
+    if record.host:
+        head += f"[host/{_token(record.host)}] "
+    if record.pod:
+        head += f"[pod/{_token(record.pod)}{'/' + _token(record.container) if record.container else ''}] "
+    if record.time:
+        head += f"{record.time} {record.stream + ' F ' if record.stream else ''}"
+    lines = record.text.rstrip("\r\n").split("\n") if record.text.strip("\r\n") else [""]
+    return [head + line.rstrip("\r") for line in lines]
+
+
+def _token(name: str) -> str:
+    """A name as one token of a prefix: no blank, no bracket."""
+    return re.sub(r"[\s\[\]]", "_", name)
+
+
+def collector_of(head: bytes) -> Collector | None:
+    """The collector whose records every whole line of a stream's head is (and there are at
+    least two, or one whole head), else None: a file of records is read record by record,
+    never a plain log whose lines only look like one."""
+    if head.startswith(b"__CURSOR=") or head.startswith(b"__REALTIME_TIMESTAMP="):
+        return RECORD_BY_NAME.get("journald_export")
+    cut = head.rfind(b"\n")
+    lines = [ln for ln in head[: cut + 1].decode("utf-8", "replace").split("\n") if ln.strip()][:32]
+    if not lines:
+        return None
+    try:
+        header = next(iter(csv.reader([lines[0].rstrip("\r")])), [])
+    except csv.Error:  # a NUL or a lone carriage return: no header of a CSV
+        header = []
+    for c in COLLECTORS:
+        if c.form == "csv":
+            if len(lines) > 1 and set(c.needs) <= set(header) and any(name in header for name in c.line):
+                return c
+        elif c.form in ("json", "line") and (len(lines) > 1 or cut == len(head) - 1):
+            records = [read_record(c, ln.rstrip("\r")) for ln in lines]
+            if all(r is not None for r in records):
+                # a line cut in pieces is told by a record without the line break the others
+                # end with: where none ends with one (fluent-bit's CRI parser), none is a piece
+                if c.peel:  # the program's own records (Ray's, before any look-alike): read where they stand
+                    return None
+                return c if not c.unended or any(r is not None and r.text.endswith("\n") for r in records) else replace(c, unended=False)
+    return None
+
+
+MAX_RECORD = 1 << 20  # a record longer than this is passed on as it is; a line joined from pieces ends here
+
+
+def unwrapped(c: Collector, lines: Iterator[bytes]) -> Iterator[bytes]:
+    """The lines a stream of `c`'s records holds, as written() writes them: a line a
+    collector split in pieces is joined again; a line that is no record is passed on."""
+    if c.form == "export":
+        yield from _export_lines(lines)
+        return
+    if c.form == "csv":
+        yield from _csv_lines(c, lines)
+        return
+    pending: Record | None = None
+    for raw in lines:
+        found = read_record(c, raw.decode("utf-8", "replace").rstrip("\r\n")) if len(raw) <= MAX_RECORD else None
+        if found is None:
+            if pending is not None:
+                yield from _encoded(pending)
+                pending = None
+            yield raw if raw.endswith(b"\n") else raw + b"\n"
+            continue
+        if pending is not None:
+            pending.text += found.text
+            found, pending = pending, None
+        if found.ended or len(found.text) > MAX_RECORD:
+            yield from _encoded(found)
+        else:
+            pending = found
+    if pending is not None:
+        yield from _encoded(pending)
+
+
+def _encoded(record: Record) -> Iterator[bytes]:
+    for line in written(record):
+        yield line.encode("utf-8", "surrogateescape") + b"\n"
+
+
+def _csv_lines(c: Collector, lines: Iterator[bytes]) -> Iterator[bytes]:
+    """A CSV download (Grafana's of a Loki query): a header, then a row a line."""
+    text = (raw.decode("utf-8", "replace") for raw in lines)
+    rows = csv.reader(text)
+    try:
+        header = next(rows)
+        for row in rows:
+            record = dict(zip(header, row, strict=False))
+            labels = _labels(record.get("labels") or record.get("Labels"))
+            line = _first(record, c.line)
+            if not isinstance(line, str):
+                continue
+            yield from _encoded(_facts(c, {**labels, **record}, line))
+    except (csv.Error, StopIteration):
+        return
+
+
+def _export_lines(lines: Iterator[bytes]) -> Iterator[bytes]:
+    """journalctl -o export: an entry is `FIELD=value` lines up to a blank one; a field whose
+    value is not text (a line break in it, or bytes) is its name, a line break, its length
+    as 64 bits little-endian, the bytes and a line break (systemd's Journal Export Format).
+    A message of several lines is each of them, with the entry's time and host."""
+    entry: dict[str, Any] = {}
+    stream = _Joined(lines)
+    c = RECORD_BY_NAME["journald_export"]
+    while True:
+        raw = stream.readline()
+        if not raw or raw == b"\n":
+            if entry:
+                text = _text(_first(entry, c.line))
+                if text is not None:
+                    yield from _encoded(_facts(c, entry, text))
+                entry = {}
+            if not raw:
+                return
+            continue
+        name, eq, value = raw.rstrip(b"\n").partition(b"=")
+        if eq:
+            entry[name.decode("ascii", "replace")] = value.decode("utf-8", "replace")
+            continue
+        size = stream.read(8)
+        if len(size) < 8:
+            return
+        data = stream.read(min(int.from_bytes(size, "little"), MAX_RECORD))
+        entry[name.decode("ascii", "replace")] = data.decode("utf-8", "replace")
+        stream.readline()  # the line break after the bytes
+
+
+class _Joined:
+    """Lines read as a stream again: the bytes of a binary field span lines."""
+
+    def __init__(self, lines: Iterator[bytes]) -> None:
+        self.lines, self.held = lines, b""
+
+    def readline(self) -> bytes:
+        if b"\n" in self.held:
+            line, _, self.held = self.held.partition(b"\n")
+            return line + b"\n"
+        line, self.held = self.held + next(self.lines, b""), b""
+        return line
+
+    def read(self, size: int) -> bytes:
+        while len(self.held) < size:
+            more = next(self.lines, b"")
+            if not more:
+                break
+            self.held += more
+        data, self.held = self.held[:size], self.held[size:]
+        return data

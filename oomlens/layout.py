@@ -14,12 +14,13 @@ import io
 import itertools
 import re
 from collections import Counter
+from datetime import datetime, timedelta
 from typing import BinaryIO
 
 from .envelopes import BY_NAME, Envelope, envelope_at, first_envelope, peel, starts_record, without, without_debris
 from .shapes import TEXT_TO_ZERO, TO_ZERO
 from .sources import Input, Wrapping
-from .times import STAMP_IN, stamp_of_match
+from .times import STAMP_IN, Stamp, stamp_of_groups, stamp_of_match
 
 WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
 AS_WRITTEN, ON_TERMINAL, CODES_AS_TEXT_LATER = 0, 1, 2  # how a wrap's width was measured (columns)
@@ -345,7 +346,7 @@ class Unwrapped(Layout):
             if i > done:
                 self.ready += b"\n".join(lines[done:i]) + b"\n"
             line = lines[i]
-            body = line[:-1] if line.endswith(b"\r") else line
+            body = line.rstrip(b"\r")  # `\r\r\n` too (a terminal's copy): no carriage return may stay inside the joined line
             self.ready += body
             self.joins.append(self.given + len(self.ready))
             self.removed += len(line) + 1 - len(body) + len(lines[i + 1]) - len(bodies[i + 1])
@@ -361,6 +362,124 @@ class Unwrapped(Layout):
         first += bisect.bisect_right(self.joins, start)
         last += bisect.bisect_right(self.joins, max(start, stop - 1))
         return self.under.lines_of(first, -1, last, -1) if self.under is not None else (first, last)
+
+
+BLANKED_SHARE = 0.9  # of a head's lines that end in one same run of blanks, for it to have been added after they were written
+
+
+def blanks_added(head: bytes) -> bytes | None:
+    """Whether one same run of blanks was put after (nearly) every line once it was written
+    (an editor, a copy that keeps trailing spaces, before `\r\r\n` ends): it hides the width
+    a wrap cut the lines at. A terminal capture pads its lines to its width with runs of
+    every length, and those tell its wrap (padded): they stay, as do the blanks a line ended
+    in before the run. The run, or None."""
+    lines = [line.rstrip(b"\r") for line in head[: head.rfind(b"\n") + 1].split(b"\n")]
+    lines = [line for line in lines if line.strip()]
+    runs = Counter(line[len(line.rstrip(b" \t")) :] for line in lines)
+    run = runs.most_common(1)[0][0] if runs else b""
+    # a line that ended in blanks already ends in them and the run put after them
+    added = len(lines) >= 2 and run != b"" and sum(line.endswith(run) for line in lines) >= BLANKED_SHARE * len(lines)
+    return run if added else None
+
+
+class Trimmed(Layout):
+    """Lines with the run of blanks put after every one of them taken off (blanks_added);
+    the same lines, so their numbers stay."""
+
+    inner: BinaryIO
+
+    def __init__(self, inner: BinaryIO, run: bytes) -> None:
+        self.inner, self.held = inner, b""
+        self.trailing = re.compile(re.escape(run) + rb"(\r*\n|\r*$)")
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while True:
+            chunk = self.inner.read(max(len(buffer), 1 << 16))
+            data = self.held + chunk
+            cut = len(data) if not chunk else data.rfind(b"\n") + 1
+            if cut == 0 and chunk:
+                self.held = data  # no line ends yet: wait for one (a line longer than a read)
+                if len(data) < 1 << 24:
+                    continue
+                cut = len(data)
+            self.held = data[cut:]
+            out = self.trailing.sub(rb"\1", data[:cut])
+            self.removed += cut - len(out)
+            if len(out) > len(buffer):  # the caller asked for less: hand out what fits, keep the rest
+                self.held = out[len(buffer) :] + self.held  # trimmed already: nothing is taken off it again
+                out = out[: len(buffer)]
+            buffer[: len(out)] = out
+            return len(out)
+
+
+QUARTER_S = 15 * 60  # every UTC offset in use is a whole quarter hour
+ZONE_LIMIT_S = 14 * 3600  # and none is wider than this
+STAMP_LAG_S = 120  # a collector stamps a line at most this long after its program printed it
+CLOCK_PAIRS = 64  # lines stamped twice (the collector's time, the program's) read to tell the clocks apart
+
+
+def _seconds(stamp: Stamp) -> float:
+    """A time as seconds of a year (a stamp may print no year), UTC where it says its zone."""
+    t = datetime(2000, stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second) + timedelta(milliseconds=stamp.millis or 0)
+    return (t - datetime(2000, 1, 1)).total_seconds() - (stamp.zone or 0) * 60
+
+
+def stamped_later(head: bytes) -> tuple[Envelope, ...]:
+    """The stamps put before every line by something that read the log later (`ts` on a
+    copy, a collector replaying a file), not when its program wrote it: the program's own
+    times, on the same lines, lie no zone and no lag behind them. Such a stamp is no time of
+    the line; read as one, a line the program stamped and one it did not are two clocks
+    apart, and one failure reported by both reads as two. () when the stamps agree with the
+    program's times, or nothing tells (no line the program stamped)."""
+    outer = tuple(e for e in outer_envelopes(head) if "h" in e.pattern.groupindex)
+    if not outer:
+        return ()
+    agree = disagree = 0
+    for raw in head.split(b"\n")[: CLOCK_PAIRS * 8]:
+        line = raw.decode("utf-8", "replace").rstrip("\r")
+        m = outer[0].pattern.match(line)
+        if m is None or (added := stamp_of_groups(m.groupdict())) is None:
+            continue
+        own = peel(without(outer, raw).decode("utf-8", "replace")).stamp
+        if own is None:
+            continue
+        gap = _seconds(own) - _seconds(added)  # a zone apart (the program's local time after a UTC stamp), and the lag
+        off = min(gap % QUARTER_S, -gap % QUARTER_S)
+        if abs(gap) <= ZONE_LIMIT_S + STAMP_LAG_S and off <= STAMP_LAG_S:
+            agree += 1
+        else:
+            disagree += 1
+        if agree + disagree >= CLOCK_PAIRS:
+            break
+    return outer if disagree > 2 * agree else ()
+
+
+class Unstamped(Layout):
+    """Lines without the stamps something put before them when it read the log later
+    (stamped_later); the same lines, so their numbers stay."""
+
+    inner: BinaryIO
+
+    def __init__(self, inner: BinaryIO, stamps: tuple[Envelope, ...]) -> None:
+        self.inner, self.stamps, self.held, self.out = inner, stamps, b"", b""
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while not self.out:
+            chunk = self.inner.read(max(len(buffer), 1 << 16))
+            data = self.held + chunk
+            cut = len(data) if not chunk else data.rfind(b"\n") + 1
+            if not data:
+                return 0
+            if cut == 0:  # no line ends yet: wait for one
+                self.held = data
+                continue
+            self.held = data[cut:]
+            lines = data[:cut].split(b"\n")
+            self.out = b"\n".join(without(self.stamps, line) for line in lines)
+            self.removed += cut - len(self.out)
+        got = min(len(buffer), len(self.out))
+        buffer[:got], self.out = self.out[:got], self.out[got:]
+        return got
 
 
 class Reversed(Layout):
@@ -393,12 +512,23 @@ def laid_out(stream: BinaryIO, item: Input) -> tuple[BinaryIO, Layout | None]:
     """The stream as it was written, when its head shows it was turned round or hard-wrapped,
     and the layout that maps its lines back (None: the stream as it is)."""
     layout: Layout | None = None
+    stamps: tuple[Envelope, ...] = ()
     if not isinstance(stream, (io.BytesIO, io.BufferedReader)):  # raw: what a peek read would be lost with a failing read after it
         return stream, None
     stream = io.BufferedReader(stream, LAYOUT_HEAD)  # a head that large to peek at
     head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
-    if newest_first(head):
-        layout = Reversed(stream, item)
+    if (run := blanks_added(head)) is not None:
+        layout = Trimmed(stream, run)
+        stream = io.BufferedReader(layout, LAYOUT_HEAD)
+        head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
+    if newest_first(head):  # told by the stamps too, whatever clock put them there
+        layout, layout.under = Reversed(stream, item), layout
+        stream = io.BufferedReader(layout, LAYOUT_HEAD)
+        head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
+    if layout is None or not layout.newest_first:  # turned round, its stamps told its order: they stay (kubectl+cri+reversed)
+        stamps = stamped_later(head)
+    if stamps:
+        layout, layout.under = Unstamped(stream, stamps), layout
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
     for again in (False, True):  # a text wrapped twice: a wrapped paste copied again from a narrower terminal

@@ -14,14 +14,15 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import collector
+from .envelopes import collector_of
 from .events import Clue, Event, Source, fold, from_rows, name_workers, number, to_rows
 from .grammars import Family, families
-from .layout import LAYOUT_HEAD, laid_out, newest_first, wrap_layout
+from .layout import LAYOUT_HEAD, blanks_added, laid_out, newest_first, stamped_later, wrap_layout
 from .progress import Tick, counted
 from .reduce import BUCKETS, NOTHING, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
-from .sources import GZIP_MAGIC, ZSTD_MAGIC, Input, discover, error_line, reopen, session_start
+from .sources import BOM, ENCODED, Input, Text, compressed, discover, error_line, marks_in, reopen, session_start
 from .times import YEAR, Stamp, first_stamp
 
 if TYPE_CHECKING:
@@ -280,7 +281,9 @@ def _ranges(item: Input, jobs: int) -> tuple[list[tuple[int, int, int, int]], in
         with open(item.file, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             head = fh.read(LAYOUT_HEAD)
-            if head.startswith((GZIP_MAGIC, ZSTD_MAGIC, b"\0")) or newest_first(head) or wrap_layout(head, False):  # a hole is read past by one
+            # compressed or UTF-16 text is read by one, and so is a hole
+            encoded = head.startswith((*ENCODED, b"\0")) or compressed(head) or collector_of(head.lstrip(BOM)) is not None  # a collector's records: read by one
+            if encoded or blanks_added(head) is not None or stamped_later(head) or newest_first(head) or wrap_layout(head, False):
                 return None
             cuts = [0]
             for k in range(1, min(jobs, size // RANGE_MIN)):
@@ -335,13 +338,15 @@ def _read_range(
     reduction = _reduction(budget)
     found: list[Event | Clue | None] = []
     with open(file, "rb") as fh:
-        scanner.resume((own_lo - lo, own_hi - lo), *(context_before(fh, lo, ctx) if lo else (None, None, None)))
+        # the text read has no UTF-8 marks (sources.Text): the range's own part starts sooner in it
+        before, inside = marks_in(fh, lo, own_lo), marks_in(fh, own_lo, own_hi)
+        scanner.resume((own_lo - lo - before, own_hi - lo - before - inside), *(context_before(fh, lo, ctx) if lo else (None, None, None)))
         shift = _count_lines(fh, 0, lo)  # the file's lines before the range
         own = _count_lines(fh, own_lo, own_hi)
         first, first_node = _first_time(fh, own_lo, own_hi, node is None) if own_lo else (None, None)
         fh.seek(lo)
         part = _Slice(fh, hi - lo)
-        for x in scanner.events(io.BufferedReader(part)):
+        for x in scanner.events(io.BufferedReader(Text(part))):
             x.source = Source(x.source.path, x.source.line + shift, x.source.end_line + shift)
             if isinstance(x, Event):
                 x.sources = [x.source]

@@ -23,21 +23,27 @@ beyond what its compressed bytes can honestly hold is stopped.
 
 from __future__ import annotations
 
+import bz2
 import codecs
 import errno
 import io
+import itertools
+import lzma
 import os
 import posixpath
 import re
 import stat
 import sys
 import tarfile
+import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol, cast
 
 import zstandard
+
+from .envelopes import MAX_RECORD, Collector, collector_of, unwrapped
 
 try:  # ISA-L inflates about 2.5 times as fast as zlib, with the same API and results
     from isal import isal_zlib as inflate
@@ -46,12 +52,20 @@ except ImportError:
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+XZ_MAGIC = b"\xfd7zXZ\x00"
+BZ2_MAGIC = b"BZh"  # then the block size, a digit 1-9
+ZIP_MAGIC = b"PK\x03\x04"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # PowerShell's `>`, Windows' "Unicode" save: UTF-16 LE or BE
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark: at a file's start, and inside `cat` of two such files
+ENCODED = (GZIP_MAGIC, ZSTD_MAGIC, XZ_MAGIC, ZIP_MAGIC, *UTF16_BOMS)  # heads of files whose bytes are not their text
+MAX_NESTED = 4  # archives inside archives read this deep (a node's .tar.gz in a bundle is one)
 # Text logs compress 5-30x; deflate cannot pass ~1030x, so a 1000x limit would stop a gzip
 # bomb only at its end. A stream is a bomb when it is past BOMB_FLOOR bytes *and* more than
 # BOMB_RATIO times the compressed bytes consumed so far; at scan speed the floor costs seconds.
 BOMB_RATIO = 100
 BOMB_FLOOR = 64 << 20
 MAX_DEPTH = 200  # folders nested deeper are not entered: a walk recurses (Ray's trees are under 10 deep)
+RECORDS_HEAD = 1 << 16  # bytes of a text's head whose lines tell a collector's records (envelopes.collector_of)
 SNIFF = 8192  # bytes looked at to tell text from binary, and compressed from plain
 STEP = 8192  # bytes asked of a decoder or archive member at a time: a cut loses at most this
 INFLATE_STEP = 1 << 18  # bytes of text asked of gzip at a time: its decoder keeps all it decoded before a cut
@@ -67,10 +81,19 @@ LATEST = "session_latest"  # node.py's link to the newest session, beside the se
 # dashboard/modules/reporter/*_profile_manager.py: made when the agent starts, Ray >= 2.5x)
 RAY_FOLDERS = frozenset({"events", "export_events", "nsight", "old", "omnitrace", "profiles", "rocprof_sys", "tpu_logs"})
 RAY_LOG_ROLES = frozenset({"raylet", "gcs", "core_worker", "worker"})  # a file of these tells a Ray logs/ folder
-LOG_NAME = re.compile(r"\.(?:log|out|err|txt)(?:\.\d+)?(?:\.gz|\.zst)?$", re.IGNORECASE)  # beside sessions: a log by its name
-ARCHIVE_NAMES = (".tar", ".tar.gz", ".tgz", ".tar.zst")
+LOG_NAME = re.compile(r"\.(?:log|out|err|txt)(?:\.\d+)?(?:\.gz|\.zst|\.xz|\.bz2)?$", re.IGNORECASE)  # beside sessions: a log by its name
+ARCHIVE_NAMES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tbz")
 # isal's stub declares `error` an exception (an instance); it is the class IsalError
-DECODE_ERRORS = (EOFError, OSError, zlib.error, cast("type[Exception]", inflate.error), tarfile.TarError, zstandard.ZstdError)
+DECODE_ERRORS = (
+    EOFError,
+    OSError,
+    zlib.error,
+    cast("type[Exception]", inflate.error),
+    tarfile.TarError,
+    zstandard.ZstdError,
+    lzma.LZMAError,
+    zipfile.BadZipFile,
+)
 
 WORKER = re.compile(r"^(?:python-core-worker|python-core-driver)-[0-9a-f]+_(\d+)(?:\.\d+)?\.log$")
 WORKER_OUT = re.compile(r"^(?:io_)?worker-[0-9a-f]+(?:-[0-9a-f]+)?-(\d+)(?:\.\d+)?\.(?:out|err)(?:\.\d+)?$")
@@ -444,7 +467,13 @@ def _file(path: str, named: bool = True, at: str | None = None, pick: Pick | Non
         with open(path, "rb") as fh:
             size = _text_size(fh)
             fh.seek(0)
-            head = _head(text_stream(fh, probe), probe)
+            stream = text_stream(fh, probe)
+            head = _head(stream, probe)
+            collector = None
+            if not _is_tar(head) and not head.startswith(ZIP_MAGIC):
+                text = _unmarked(stream, RECORDS_HEAD)
+                collector = collector_of(text.peek(RECORDS_HEAD)[:RECORDS_HEAD])
+                head = _head(text, probe)
     except OSError as err:
         yield Input(path, problems=[f"cannot read ({_reason(err)}): nothing read"], session=at)
         return
@@ -452,15 +481,18 @@ def _file(path: str, named: bool = True, at: str | None = None, pick: Pick | Non
         archive = Input(path, session=at)
         yield from _archive(archive, lambda: text_stream(open(path, "rb"), archive), pick)
         return
+    if head.startswith(ZIP_MAGIC):
+        yield from _zip(Input(path, session=at), pick)
+        return
     if pick is not None and not named and not pick.keeps(at):
         return
     role, pid = role_of(path)
     item = Input(path, role, pid, size=size, session=at)
-    if is_binary(head):
+    if collector is None and is_binary(head):  # a collector's records are text, whatever bytes a field holds (journald's export)
         item.problems.append("binary file (not text): not read")
     else:
         _tell_hole(item, probe.hole)
-        item.opener = lambda: text_stream(Watched(path, item), item)
+        item.opener = lambda: as_text(text_stream(Watched(path, item), item), collector)
         item.file = path
     yield item
 
@@ -469,7 +501,7 @@ def reopen(item: Input) -> Input:
     """The same file input, readable in this process (a worker's: openers don't travel)."""
     path = item.file or item.path
     again = Input(path, item.role, item.pid, item.node, file=path)
-    again.opener = lambda: text_stream(Watched(path, again), again)
+    again.opener = lambda: as_text(text_stream(Watched(path, again), again))
     return again
 
 
@@ -494,7 +526,13 @@ def _stream(name: str, opener: Callable[[], BinaryIO], pick: Pick | None = None,
     if _is_tar(head):
         item.role = "other"
         yield from _archive(item, lambda: stream, pick)
-    elif is_binary(head):
+        return
+    if head.startswith(ZIP_MAGIC):
+        item.problems.append("zip archive read as a stream: not read (give it as a file; a zip's index is at its end)")
+        yield item
+        return
+    stream = as_text(stream)
+    if is_binary(_head(stream, item)):
         item.problems.append("binary data (not text): not read")
         yield item
     else:
@@ -507,19 +545,34 @@ def _is_tar(head: bytes) -> bool:
     return head[257:262] == b"ustar"
 
 
-def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None = None) -> Iterator[Input]:
+class _Tar(tarfile.TarFile):
+    """A tar stream read as GNU tar's --ignore-zeros reads it: past the zero blocks that end
+    one archive to the next one (`cat a.tar b.tar`, `tar cz >> all.tar.gz` per node). The
+    blocks passed over that are neither zeros nor a header (damage) are counted."""
+
+    passed = 0
+
+    def _dbg(self, level: int, msg: str) -> None:  # tarfile tells each block it passes over here
+        if "end of file header" not in msg and "empty" not in msg:
+            self.passed += 1
+
+
+def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None = None, depth: int = 0) -> Iterator[Input]:
     """Members of a session archive, streamed: each member is readable until the next is yielded.
 
     A member gets the node of the raylet.out nearest above it; a raylet.out met after
     some members of its folder gives them its node too (the pipeline then applies it to
     their events), and the session folder it lies in (else the archive's). With a session
-    picked, the other members are passed over. Problems of the archive as a whole come
-    last, as an input of their own."""
+    picked, the other members are passed over. A member that is itself an archive (a
+    node's .tar.gz in a bundle) is read member by member, MAX_NESTED deep; a link to a
+    member read before is that member's text, read once. Problems of the archive as a
+    whole come last, as an input of their own."""
     nodes: dict[str, str] = {}  # folder inside the archive -> node its raylet.out names
     members: list[tuple[str, Input]] = []  # the regular files, with their folders
+    read: set[str] = set()  # the members whose text was read
     count = 0
     try:
-        tar = tarfile.open(fileobj=opener(), mode="r|")
+        tar = _Tar.open(fileobj=opener(), mode="r|", ignore_zeros=True)
     except DECODE_ERRORS as err:
         cut = any(p.startswith(("zstd data cut", "gzip data cut")) for p in archive.problems)
         archive.problems.append("archive cut before its first member was whole: nothing read" if cut else f"unreadable archive: {error_line(err, named=False)}")
@@ -536,7 +589,7 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None =
                 continue
             reader = tar.extractfile(member) if member.isfile() else None
             if reader is None:
-                yield Input(name, problems=["archive member is a link or special file: not read"], session=session)
+                yield _link(member, name, session, read)
                 continue
             folder, base = posixpath.split(member.name)
             role, pid = role_of(base)
@@ -544,6 +597,13 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None =
             # the reader is an ExFileObject, a BufferedReader (read1 is what Limited reads); typeshed says IO[bytes]
             stream = text_stream(io.BufferedReader(Limited(cast(io.BufferedReader, reader), item, "archive member"), NODE_HEAD), item)
             head = stream.peek(NODE_HEAD)
+            if _is_tar(head) and depth < MAX_NESTED:
+                inner = cast(BinaryIO, stream)
+                yield from _archive(item, lambda: inner, pick, depth + 1)  # noqa: B023 - read before the loop goes on
+                continue
+            if not _is_tar(head) and not head.startswith(ZIP_MAGIC):
+                stream = as_text(stream)
+                head = stream.peek(NODE_HEAD)
             node = node_in(head) if base == "raylet.out" else None
             if node is not None:
                 nodes[folder] = node
@@ -551,17 +611,72 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None =
                     earlier.node = _nearest(nodes, where) or earlier.node
             members.append((folder, item))
             if is_binary(head[:SNIFF] or bytes(min(item.hole, SNIFF))):
-                item.problems.append("binary file (not text): not read")
+                item.problems.append("zip archive inside an archive: not read" if head.startswith(ZIP_MAGIC) else "binary file (not text): not read")
             else:  # even when cut: what came before the cut is read
                 _tell_hole(item, item.hole)
                 item.opener = lambda s=stream: s
+                read.add(member.name)
             yield item
     except DECODE_ERRORS as err:
         archive.problems.append(f"archive cut or damaged after {count} member(s): {error_line(err, named=False)}")
     finally:
         tar.close()
+    if tar.passed:
+        archive.problems.append(f"archive damaged: {tar.passed} block(s) of 512 bytes that are no member's header were passed over")
     if count == 0 and not archive.problems:
         archive.problems.append("empty archive: nothing to read")
+    if archive.problems:
+        yield archive
+
+
+def _link(member: tarfile.TarInfo, name: str, session: str | None, read: set[str]) -> Input:
+    """A member that holds no text of its own: a link to a member read before is read there
+    (its text once, under that member's name), anything else is told."""
+    if member.islnk() or member.issym():
+        target = member.linkname if member.islnk() else posixpath.normpath(posixpath.join(posixpath.dirname(member.name), member.linkname))
+        if target in read:
+            return Input(name, problems=[f"a link to {shown(target)} in the archive: its text is read there, once"], session=session)
+        return Input(name, problems=[f"a link to {shown(target)}, which the archive holds before it as no text read: not read"], session=session)
+    return Input(name, problems=["archive member is a special file (a device or a pipe): not read"], session=session)
+
+
+def _zip(archive: Input, pick: Pick | None = None) -> Iterator[Input]:
+    """Members of a zip file on disk, as a tar's are read (zipfile needs to seek: its index
+    is at its end): each decompressed as a stream, stopped past the bomb ratio to the
+    compressed size its index declares."""
+    try:
+        zf = zipfile.ZipFile(archive.path)
+    except (*DECODE_ERRORS, ValueError) as err:
+        archive.problems.append(f"unreadable zip archive: {error_line(err, named=False)}")
+        yield archive
+        return
+    with zf:
+        infos = [info for info in zf.infolist() if not info.is_dir()]
+        for info in infos:
+            name = f"{archive.path}:{info.filename}"
+            session = _session_in(info.filename.split("/"), archive.session)
+            if pick is not None and not pick.keeps(session):
+                continue
+            folder, base = posixpath.split(info.filename)
+            role, pid = role_of(base)
+            item = Input(name, role, pid, session=session)
+            try:
+                reader = zf.open(info)
+            except (*DECODE_ERRORS, NotImplementedError, RuntimeError) as err:  # an unknown method, a password
+                item.problems.append(f"zip member cannot be read: {error_line(err, named=False)}")
+                yield item
+                continue
+            declared = Counting(io.BytesIO())
+            declared.count = max(info.compress_size, 1)
+            # a ZipExtFile is a BufferedIOBase (read1 is what Limited reads); typeshed says IO[bytes]
+            stream = as_text(text_stream(io.BufferedReader(Limited(cast(io.BufferedReader, reader), item, "zip member", declared), NODE_HEAD), item))
+            if is_binary(_head(stream, item)):
+                item.problems.append("binary file (not text): not read")
+            else:
+                item.opener = lambda s=stream: s
+            yield item
+        if not infos:
+            archive.problems.append("empty archive: nothing to read")
     if archive.problems:
         yield archive
 
@@ -692,7 +807,51 @@ def text_stream(raw: BinaryIO | io.RawIOBase, item: Input) -> io.BufferedReader:
         # zstandard's stub asks for IO[bytes]: the reader calls only read()
         reader = zstandard.ZstdDecompressor().stream_reader(counted, read_across_frames=True)  # type: ignore[arg-type]
         return _past_hole(io.BufferedReader(Limited(reader, item, "zstd", counted)), item)
+    if magic.startswith((XZ_MAGIC[:4], BZ2_MAGIC)) and compressed(buffered.peek(SNIFF)[:SNIFF]):
+        counted = Counting(buffered)
+        # both read concatenated streams (`cat a.xz b.xz`, pbzip2's) as one, as xz and bzip2 do
+        # (typeshed asks for IO[bytes]: they call only read())
+        unpacked: _Reads1 = lzma.LZMAFile(counted) if magic.startswith(XZ_MAGIC[:4]) else bz2.BZ2File(counted)  # type: ignore[arg-type]
+        return _past_hole(io.BufferedReader(Limited(unpacked, item, "xz" if magic.startswith(XZ_MAGIC[:4]) else "bzip2", counted)), item)
     return _past_hole(buffered, item)
+
+
+def compressed(head: bytes) -> bool:
+    """Whether a head that begins like xz or bzip2 is one: xz's whole magic, or bzip2's
+    block size digit and block magic (a log line may begin "BZh")."""
+    return head.startswith(XZ_MAGIC) or (
+        len(head) >= 10 and head[3:4] in b"123456789" and head[4:10] in (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")
+    )
+
+
+SNIFFED = "sniff"  # as_text: look at the head for a collector's records
+
+
+def _unmarked(stream: io.BufferedReader, size: int) -> io.BufferedReader:
+    """Text over `stream`, buffered by `size` bytes (what a peek may see)."""
+    return cast(io.BufferedReader, io.BufferedReader(Text(stream, utf16=utf16(stream.peek(SNIFF)[:SNIFF])), size))
+
+
+def utf16(head: bytes) -> bool:
+    """Whether a head is UTF-16 text: its mark, then lines (a line break is two bytes, one of
+    them zero). Bytes that merely begin as a mark would (binary garbage before a log) decode
+    to no line break."""
+    if head[:2] not in UTF16_BOMS:
+        return False
+    text = head[2 : len(head) & ~1].decode("utf-16-le" if head[:2] == UTF16_BOMS[0] else "utf-16-be", "replace")
+    return "\n" in text
+
+
+def as_text(stream: io.BufferedReader, collector: Collector | str | None = SNIFFED) -> io.BufferedReader:
+    """A stream's text as the scan reads it: UTF-8 with no byte-order mark (Text), and a
+    collector's records (docker's json-file, journald's, a cloud's: envelopes.collector_of)
+    read as the lines they hold; `collector` when a sniff of the same file told it already
+    (a file is then read as far as its first read asks, no further). Read after text_stream
+    and its sniff of an archive: an archive's bytes are never touched."""
+    text = _unmarked(stream, RECORDS_HEAD if collector == SNIFFED else STEP)
+    if collector == SNIFFED:
+        collector = collector_of(text.peek(RECORDS_HEAD)[:RECORDS_HEAD])
+    return io.BufferedReader(Records(text, collector)) if isinstance(collector, Collector) else text
 
 
 class _Closable(Protocol):
@@ -775,6 +934,73 @@ class Counting(Wrapping):
         buffer[: len(data)] = data
         self.count += len(data)
         return len(data)
+
+
+class Text(Wrapping):
+    """A stream's text as UTF-8 with no byte-order mark: UTF-16 told by its mark (PowerShell's
+    `>`) transcoded, and every UTF-8 mark removed wherever it stands (`cat` of two files that
+    begin with one puts one at a line's start), before anything reads a line: the first
+    envelope, time or trigger of that line is then where it is looked for."""
+
+    inner: _Reads
+
+    def __init__(self, inner: _Reads, utf16: bool = False) -> None:
+        self.inner = inner
+        self.decoder = codecs.getincrementaldecoder("utf-16")("replace") if utf16 else None
+        self.held = b""  # the start of a mark the last read ended with
+        self.out, self.at = b"", 0
+        self.ended = False
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while self.at >= len(self.out) and not self.ended:
+            self._fill(max(len(buffer), STEP))
+        got = min(len(buffer), len(self.out) - self.at)
+        buffer[:got] = self.out[self.at : self.at + got]
+        self.at += got
+        return got
+
+    def _fill(self, size: int) -> None:
+        data = self.inner.read(size)
+        self.ended = not data
+        if self.decoder is not None:
+            data = self.decoder.decode(data, final=self.ended).encode("utf-8")
+        data = self.held + data
+        keep = 0 if self.ended else next((n for n in (2, 1) if data.endswith(BOM[:n])), 0)
+        self.held = data[len(data) - keep :] if keep else b""
+        data = data[: len(data) - keep]
+        self.out, self.at = data.replace(BOM, b"") if BOM[:1] in data else data, 0
+
+
+def marks_in(fh: BinaryIO, lo: int, hi: int) -> int:
+    """The bytes of UTF-8 marks in bytes lo..hi of a file, which Text removes: a range read
+    whole by another process starts that much sooner in its text."""
+    fh.seek(lo)
+    count, carry = 0, b""
+    while lo < hi and (data := fh.read(min(STEP << 9, hi - lo))):
+        lo += len(data)
+        data = carry + data
+        count += data.count(BOM)
+        carry = data[-2:] if not data.endswith(BOM) else b""
+    return count * len(BOM)
+
+
+class Records(Wrapping):
+    """The lines a stream of a collector's records holds (envelopes.unwrapped)."""
+
+    inner: io.BufferedReader
+
+    def __init__(self, inner: io.BufferedReader, collector: Collector) -> None:
+        self.inner = inner
+        self.lines = unwrapped(collector, iter(lambda: inner.readline(MAX_RECORD + 1), b""))
+        self.out, self.at = b"", 0
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self.at >= len(self.out):
+            self.out, self.at = b"".join(itertools.islice(self.lines, 256)), 0
+        got = min(len(buffer), len(self.out) - self.at)
+        buffer[:got] = self.out[self.at : self.at + got]
+        self.at += got
+        return got
 
 
 class ZstdFrames(Counting):

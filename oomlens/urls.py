@@ -47,6 +47,7 @@ from .sources import (
 # `scheme://...`, or fsspec's chained `scheme::...` (simplecache::s3://...); a scheme of one
 # letter would be a drive (C:), not that there are drives here
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+(?:://|::)")
+NO_PATH = re.compile(r"://\s*$")  # a URL that ends at its scheme, as the innermost of a chain does too
 RAYLET = ("raylet.out",)
 RAYLETS_BESIDE = (posixpath.join("logs", "raylet.out"), "raylet.out")  # a kernel log beside a node's logs/ is of that node
 
@@ -100,7 +101,11 @@ def joined(url: str, rel: str) -> str:
 
 
 def _filesystem(url: str) -> tuple[Any, str]:
-    """The fsspec file system of `url` and the path it names there."""
+    """The fsspec file system of `url` and the path it names there. A URL that names no
+    path (`file://`, `s3://`) is refused: fsspec would read the current folder or every
+    bucket, which no one asking for one place meant."""
+    if NO_PATH.search(url):
+        raise Unreadable("names no path: nothing read")
     try:
         from fsspec.core import url_to_fs
     except ImportError:

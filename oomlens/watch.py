@@ -2,7 +2,9 @@
 
 Files are followed by (device, inode) with the offset read so far, polled with os.stat (no
 inotify, so it works on NFS and in containers): a file that shrank was truncated and is
-read again from its start, a path whose inode changed was rotated (the renamed file is
+read again from its start, and so is one rewritten in place (its modification time moved
+and the bytes it began and ended with as read are not there any more, whatever its size);
+a path whose inode changed was rotated (the renamed file is
 read to its end under its new name, the new one from its start). Only appended bytes are
 scanned, with the lines just before them as context (the time of a stamped line above a
 hit, an `:actor_name:` a worker file announced at its top). The last lines of a file are
@@ -22,6 +24,7 @@ naming its phase), it is printed again with `update: true`. Event ids are local 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import re
@@ -34,12 +37,13 @@ from .events import Clue, Event, Source, fold
 from .outputs.json import incident as contract_incident
 from .reduce import READINGS
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
-from .sources import ARCHIVE_NAMES, SNIFF, error_line, files_under, hole_problem, is_binary, node_in, role_of, shown
+from .sources import ARCHIVE_NAMES, BOM, SNIFF, error_line, files_under, hole_problem, is_binary, node_in, role_of, shown
 
 MAX_EVENTS = 500  # failures in the window
 MAX_SAMPLES = 500  # memory samples (gpu_memory) in the window: enough for a trend
 MAX_CLUES = 1000  # tracebacks, task headers, printed settings
 READ = 4 << 20  # bytes taken from one file at a time
+MARK = 4096  # bytes of a file's head and of the end of what was read, kept as a hash: a rewrite in place changes them
 REOPEN_LINES = 3  # a file's last lines are scanned again with the next poll
 MAX_CONTEXT = 1 << 20  # bytes before the new ones scanned again, at most
 COMPRESSED = (".gz", ".zst", ".bz2", ".xz", ".zip", *ARCHIVE_NAMES)  # rotated away, never appended to
@@ -69,6 +73,8 @@ class Followed:
     binary: bool = False
     sniffed: bool = False  # its text's head was judged text (past any hole it begins with)
     hole: int = 0  # NUL bytes it begins with
+    mtime_ns: int = 0  # when it was last changed, as of the last poll that read it
+    marks: bytes = b""  # the hash of its first and last MARK bytes as read (marks_of)
 
 
 @dataclass
@@ -137,14 +143,23 @@ class Watcher:
             del self.files[gone]
         for inode, (path, st) in seen.items():
             followed = self.files.get(inode)
-            if followed is None or st.st_size < followed.offset:  # new, or truncated: from the start
+            if followed is None or st.st_size < followed.offset or self._rewritten(followed, path, st):  # new, truncated or rewritten: from the start
                 followed = self.files[inode] = self._follow(path)
             followed.path = path  # a rotated file is read to its end under its new name
             while not followed.binary and st.st_size > followed.offset and self._take(followed, inode, final):
                 if len(self.events) > MAX_EVENTS or len(self.samples) > MAX_SAMPLES or len(self.clues) > MAX_CLUES:
                     lines += self._tell()  # before the window forgets what an incident stands on
                     self._trim()
+            if followed.mtime_ns != st.st_mtime_ns:
+                followed.mtime_ns, followed.marks = st.st_mtime_ns, marks_of(path, followed.offset)
         return lines + self._tell()
+
+    @staticmethod
+    def _rewritten(f: Followed, path: str, st: os.stat_result) -> bool:
+        """Whether a file changed since it was read, other than by appending: its modification
+        time moved and its head or the end of what was read holds other bytes now (an editor's
+        save, a log written again in place to the very size it had)."""
+        return st.st_mtime_ns != f.mtime_ns and f.offset > 0 and marks_of(path, f.offset) != f.marks
 
     def _follow(self, path: str) -> Followed:
         self._serial += 1
@@ -218,7 +233,8 @@ class Watcher:
         f.node = f.node or self._node(f.path)  # raylet.out may name the node after the file began
         scanner = Scanner(FileContext(f.path, f.role, f.pid, f.node, f.year))
         scanner.resume(actor=f.actor if f.role == "worker" else None, line=f.context_line)
-        found: list[Event | Clue] = list(scanner.events(io.BytesIO(text)))
+        # UTF-8 marks removed before a line is read (sources.Text); the lines stay where they are
+        found: list[Event | Clue] = list(scanner.events(io.BytesIO(text.replace(BOM, b"") if BOM in text else text)))
         f.year = scanner.ctx.year
         for key in f.open_keys:
             self._drop(key)
@@ -298,3 +314,16 @@ class Watcher:
 
     def _uid(self, source: Source) -> Uid:
         return self.uids[id(source)]
+
+
+def marks_of(path: str, offset: int) -> bytes:
+    """A hash of a file's first MARK bytes and the MARK bytes before `offset`: what a poll
+    compares to tell a file rewritten in place from one appended to (empty if unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(min(MARK, offset))
+            fh.seek(max(0, offset - MARK))
+            tail = fh.read(min(MARK, offset))
+    except OSError:
+        return b""
+    return hashlib.blake2b(head + b"\0" + tail, digest_size=16).digest()

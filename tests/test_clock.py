@@ -261,15 +261,18 @@ def _stamps_in(path: str) -> bool:
 
 
 def _first_and_last(path: str, year: int | None) -> list[float]:
-    """The first and last time a file prints (with the run's year where it prints none), of
-    those that print no zone; colour codes written out as text (`^[[90m01-26 09:25:37`) taken
-    off first, as they hide a time from the pattern."""
+    """The first and last time a file prints (with the run's year where it prints none; a
+    time printed with its zone as its UTC instant, as the clock reads it when it learns no
+    other zone); colour codes written out as text (`^[[90m01-26 09:25:37`) taken off first,
+    as they hide a time from the pattern."""
     data = without_debris(Path(path).read_bytes().decode("utf-8", "replace")).encode()
     found = []
     for m in _STAMP_IN.finditer(data):
         stamp = stamp_of_match(m)
         if stamp.zone is None and (stamp.year or year):
             found.append(seconds(stamp.iso(year)))
+        elif (utc := stamp.iso_utc()) is not None:  # kubectl describe's `Finished: Sun, 11 Aug 2024 19:00:03 +0200`
+            found.append(seconds(utc))
     return [min(found), max(found)] if found else []
 
 

@@ -301,6 +301,16 @@ def test_s3_a_missing_bucket_or_an_empty_prefix_is_one_line_and_exit_1(s3):
         assert run.stderr.splitlines() == [f"oomlens: {url}: {problem}"]
 
 
+@pytest.mark.parametrize("url", ["file://", "file:// ", "s3://", "memory://", "simplecache::file://"])
+def test_a_url_that_names_no_path_is_refused_not_read_as_the_current_folder(url, tmp_path):
+    (tmp_path / "driver.log").write_bytes((RL_ACTOR / "driver-console.log").read_bytes())
+    run = subprocess.run([sys.executable, "-m", "oomlens", "parse", url, "--format", "json"], capture_output=True, timeout=120, cwd=tmp_path)
+    stderr = run.stderr.decode()
+    assert run.returncode == 1
+    assert stderr.splitlines() == [f"oomlens: {url}: names no path: nothing read", f"oomlens: nothing could be read from {url}"]
+    assert json.loads(run.stdout)["events"] == []
+
+
 def test_s3_one_bad_url_of_two_is_told_and_the_good_one_read(s3):
     good, bad = "s3://logs/runs/two-node/logs", "s3://no-such-bucket/runs"
     run = cli(bad, good, env=s3)

@@ -167,3 +167,32 @@ def test_the_window_stays_bounded_and_incidents_are_told_before_they_leave(tmp_p
     kills = sorted({line["events"][0]["time"][:10] for line in told if not line["update"]})
     assert kills == [f"2026-11-{day:02d}" for day in range(1, 9)]
     assert len(watcher.told) <= 3
+
+
+def test_a_log_rewritten_in_place_to_its_very_size_is_read_again(tmp_path):
+    """An editor's save or a job that writes its log again: same inode, same size, other bytes."""
+    session = live_session(tmp_path)
+    raylet = session / "logs" / "raylet.out"
+    quiet = "".join(f"[state-dump] quiet line {n:05d}\n" for n in range(len(KILL) // 30 + 1))[: len(KILL) - 1] + "\n"
+    before, rewritten = BOOT + quiet, BOOT + KILL
+    raylet.write_text(before)
+    watcher = Watcher(str(session))
+    assert watcher.poll() == [] and len(before) == len(rewritten)
+    inode, size = raylet.stat().st_ino, raylet.stat().st_size
+    with open(raylet, "r+") as fh:  # in place: the same inode
+        fh.write(rewritten)
+    stat = raylet.stat()
+    os.utime(raylet, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert (raylet.stat().st_ino, raylet.stat().st_size) == (inode, size)
+    (line,) = watcher.poll()
+    assert line["incident"]["culprit"]["pid"] == 14522
+
+
+def test_a_file_only_appended_to_is_not_read_again(tmp_path):
+    session = live_session(tmp_path)
+    watcher = Watcher(str(session))
+    watcher.poll()
+    append(session / "logs" / "raylet.out", KILL)
+    assert len(watcher.poll()) == 1
+    append(session / "logs" / "raylet.out", "[state-dump] more\n")
+    assert watcher.poll() == [] and len(watcher.events) == 1
