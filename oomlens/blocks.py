@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .envelopes import Line, added_heads, peel, starts_record
+from .envelopes import Line, added_heads, peel, peel_shorter, starts_record
 from .grammars import Begin, Family, cut_number
 from .layout import WRAP_MIN, padded
 from .shapes import MAX_SHAPES, TO_ZERO
@@ -110,6 +110,8 @@ class Blocks:
                 break
             raw, after, n_phys = _logical_line(data, cursor, self.end, unwrap)
             line = peel(raw)
+            if line.text.strip() and not fam.continues.match(line.text):  # an envelope that took the line's first words?
+                line = next((alt for alt in peel_shorter(raw) if fam.continues.match(alt.text)), line)
             if line.stream and head.stream and line.stream != head.stream:
                 skipped += 1
                 if skipped > MAX_SKIPPED:

@@ -223,6 +223,28 @@ def peel(raw: str) -> Line:
     if m:
         line.repeated = int(m.group(1))
         text = text[: m.start()]
+    return _peeled(line, text)
+
+
+def peel_shorter(raw: str) -> Iterator[Line]:
+    """The line peeled again with each envelope that fits its start but ends sooner than
+    the one the table puts first: where that one took the message's first words for its
+    own (behind `ts`'s stamp, "Considered workers: [" reads as a journal's host and unit).
+    A block's reader asks, for a line that as peeled does not go on with the block."""
+    text = without_debris(raw.rstrip("\r\n"))
+    first = envelope_at(text)
+    if first is None:
+        return
+    for envelope in _BY_FIRST.get(text[:1], _ANY_FIRST):
+        m = envelope.pattern.match(text)
+        if envelope is not first[0] and m and 0 < m.end() < first[1].end():
+            line = Line(text)
+            _apply(envelope, line, m)
+            yield _peeled(line, text[m.end() :])
+
+
+def _peeled(line: Line, text: str) -> Line:
+    """`line` with the envelopes that `text` begins with peeled into it; its text, the rest."""
     for _ in range(16):  # each pass peels one envelope; a line has a handful at most
         found = envelope_at(text)
         if found is not None:
@@ -519,12 +541,20 @@ def collector_of(head: bytes) -> Collector | None:
         elif c.form in ("json", "line") and (len(lines) > 1 or cut == len(head) - 1):
             records = [read_record(c, ln.rstrip("\r")) for ln in lines]
             if all(r is not None for r in records):
-                # a line cut in pieces is told by a record without the line break the others
-                # end with: where none ends with one (fluent-bit's CRI parser), none is a piece
                 if c.peel:  # the program's own records (Ray's, before any look-alike): read where they stand
                     return None
-                return c if not c.unended or any(r is not None and r.text.endswith("\n") for r in records) else replace(c, unended=False)
+                return c if not c.unended or _pieces(c, head[: cut + 1]) else replace(c, unended=False)
     return None
+
+
+def _pieces(c: Collector, whole: bytes) -> bool:
+    """Whether `c`'s records in a stream's head (its whole lines) may be pieces of longer
+    lines. A line cut in pieces is told by a record without the line break the others end
+    with; where none ends with one, either every record is a whole line (fluent-bit's CRI
+    parser) or the head is within one line cut at a fixed width (docker's 16 KiB): then
+    every record's text is as long as the first."""
+    texts = [r.text for ln in whole.decode("utf-8", "replace").split("\n") if ln.strip() and (r := read_record(c, ln.rstrip("\r"))) is not None]
+    return any(t.endswith("\n") for t in texts) or (len(texts) > 1 and len({len(t) for t in texts}) == 1)
 
 
 MAX_RECORD = 1 << 20  # a record longer than this is passed on as it is; a line joined from pieces ends here

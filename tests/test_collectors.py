@@ -67,31 +67,8 @@ def facts(diagnosis) -> tuple:
 PLAIN = {path: facts(analyze(str(path), jobs=1)) for path in CONSOLES}
 
 
-# known: the real runs of fixtures/sessions merged after the collectors' branch was made, and
-# these of them are not yet read alike when shipped so: each a lead for the next session
-UNEXAMINED = "not yet examined: this real run merged after the collector records were written, and shipped so it is not read as the plain console"
-# the real runs made in session 35 (fixtures/sessions/PROVENANCE.md)
-REAL_RUNS = [
-    f"ray2.60-{n}"
-    for n in (
-        "h-healthy-ray-kill",
-        "i-healthy-ray-kill-in-flight",
-        "j-job-restartable-actor-oom",
-        "k-kernel-oom-actor",
-        "n-kernel-oom-task",
-        "o-kernel-oom-driver-hog",
-        "r-kernel-oom-restartable-actor",
-        "s-healthy-ray-stop",
-        "t-torch-cpu-alloc",
-        "u-numpy-alloc",
-        "v-vllm-cpu-kv-cache",
-        "w-vllm-cpu-kv-cache-over-host",
-        "x-healthy-ctrl-c",
-        "y-healthy-job-stop",
-    )
-]
 TRIMMED = "logcli trims every line (strings.TrimSpace): the indentation that tells a report's lines apart is gone"
-KNOWN = {(name, "docker_json"): UNEXAMINED for name in REAL_RUNS} | {
+KNOWN = {
     ("ray2.60-a0-task-oom-infinite-retries", "logcli"): TRIMMED,
     ("ray2.60-n-kernel-oom-task", "logcli"): TRIMMED,
     ("ray2.60-r-kernel-oom-restartable-actor", "logcli"): TRIMMED,
