@@ -85,9 +85,17 @@ class Source:
     path: str
     line: int
     end_line: int
+    # the lines as read, where a layout made them other than the file's (a wrap joined, a
+    # paste turned round): how far apart two reports stand, which a wrap must not stretch
+    read: tuple[int, int] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "line": self.line, "end_line": self.end_line}
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """First and last line as read: the measure of distances between reports of a file."""
+        return self.read or (self.line, self.end_line)
 
 
 @dataclass(slots=True, weakref_slot=True)  # the scanner holds open events weakly
@@ -191,15 +199,16 @@ def to_rows(found: list[Event | Clue]) -> list[tuple]:
     for x in found:
         src = x.source
         if isinstance(x, Clue):
-            rows.append((x.kind, src.path, src.line, src.end_line, x.fields, x.time, x.pid, x.actor, x.node))
+            rows.append((x.kind, src.path, src.line, src.end_line, src.read, x.fields, x.time, x.pid, x.actor, x.node))
             continue
-        sources = None if len(x.sources) == 1 and x.sources[0] is src else [(s.path, s.line, s.end_line) for s in x.sources]
+        sources = None if len(x.sources) == 1 and x.sources[0] is src else [(s.path, s.line, s.end_line, s.read) for s in x.sources]
         rows.append(
             (
                 x.kind,
                 src.path,
                 src.line,
                 src.end_line,
+                src.read,
                 x.text,
                 x.time,
                 x.time_inferred,
@@ -229,11 +238,11 @@ def from_rows(rows: list[tuple]) -> list[Event | Clue]:
     found: list[Event | Clue] = []
     for row in rows:
         if row[0] in CLUE_KINDS:
-            kind, path, line, end_line, fields, time, pid, actor, node = row
-            found.append(Clue(kind, Source(path, line, end_line), fields, time, pid, actor, node))
+            kind, path, line, end_line, read, fields, time, pid, actor, node = row
+            found.append(Clue(kind, Source(path, line, end_line, read), fields, time, pid, actor, node))
             continue
-        kind, path, line, end_line, text, time, inferred, node, pid, actor, method, rank, gpu, component, memory, fields, sources, id_, *clock = row
-        source = Source(path, line, end_line)
+        kind, path, line, end_line, read, text, time, inferred, node, pid, actor, method, rank, gpu, component, memory, fields, sources, id_, *clock = row
+        source = Source(path, line, end_line, read)
         found.append(
             Event(
                 kind,
@@ -364,13 +373,20 @@ def _fold_echoed(events: list[Event], kinds: Kinds) -> list[Event]:
     for event in events:
         key = _identity(event, kinds[event.kind]) if event.kind in reach else None
         home = last.get((event.source.path, key)) if key is not None else None
-        if home is not None and abs(event.source.line - home.sources[-1].line) <= reach[event.kind]:
+        if home is not None and _apart(home.sources[-1], event.source) <= reach[event.kind]:
             _absorb(home, event)
             continue
         result.append(event)
         if key is not None:
             last[event.source.path, key] = event
     return result
+
+
+def _apart(a: Source, b: Source) -> int:
+    """Lines as read between two reports of one file (0 where they touch or overlap): a
+    traceback's length is no distance, where it ends is; nor is a wrap's cut."""
+    (a_lo, a_hi), (b_lo, b_hi) = a.span, b.span
+    return max(0, b_lo - a_hi, a_lo - b_hi)
 
 
 def _fold_cut(events: list[Event], kinds: Kinds) -> list[Event]:
@@ -387,15 +403,16 @@ def _fold_cut(events: list[Event], kinds: Kinds) -> list[Event]:
     by_path: dict[str, list[int]] = {}
     for event in events:
         if event.kind in kinds.failures and not (event.kind in reach and kinds[event.kind].traceback_of_one(event.fields)):
-            by_path.setdefault(event.source.path, []).extend(s.line for s in event.sources if s.path == event.source.path)
+            by_path.setdefault(event.source.path, []).extend(s.span[0] for s in event.sources if s.path == event.source.path)
     for lines in by_path.values():
         lines.sort()
     dropped = set()
     for event in cut:
         lines = by_path.get(event.source.path, [])
-        i = bisect.bisect_left(lines, event.source.line)
+        at = event.source.span[0]
+        i = bisect.bisect_left(lines, at)
         near = [lines[j] for j in (i - 1, i) if 0 <= j < len(lines)]
-        if any(abs(line - event.source.line) <= reach[event.kind] for line in near):
+        if any(abs(line - at) <= reach[event.kind] for line in near):
             dropped.add(id(event))
     return [e for e in events if id(e) not in dropped]
 
@@ -417,9 +434,7 @@ def _fold_raised(events: list[Event], kinds: Kinds) -> list[Event]:
     for event in events:
         reach = near.get(event.kind)
         s = event.source
-        if not reach or not any(
-            t.path == s.path and t.line - reach <= s.end_line and s.line <= t.end_line + reach for m in memory.get(s.path, ()) for t in m.sources
-        ):
+        if not reach or not any(t.path == s.path and _apart(t, s) <= reach for m in memory.get(s.path, ()) for t in m.sources):
             result.append(event)
     return result
 

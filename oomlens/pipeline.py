@@ -347,7 +347,8 @@ def _read_range(
         fh.seek(lo)
         part = _Slice(fh, hi - lo)
         for x in scanner.events(io.BufferedReader(Text(part))):
-            x.source = Source(x.source.path, x.source.line + shift, x.source.end_line + shift)
+            read = x.source.read and (x.source.read[0] + shift, x.source.read[1] + shift)
+            x.source = Source(x.source.path, x.source.line + shift, x.source.end_line + shift, read)
             if isinstance(x, Event):
                 x.sources = [x.source]
             # numbered before it is taken: a reading that prints no time is placed by its line

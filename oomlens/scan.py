@@ -473,9 +473,11 @@ class Scanner:
     def _build(self, block: Block, drafts: list[dict], actor: str | None, stamp: Stamp | None, inferred: bool) -> list[Event | Clue]:
         head = block.head
         first, last = block.line, block.end_line
+        read = None
         if self.layout is not None:
+            read = (first, last)
             first, last = self.layout.lines_of(first, self._base + block.offset, last, self._base + block.stop)
-        source = Source(self.ctx.path, first, last)
+        source = Source(self.ctx.path, first, last, read if read != (first, last) else None)
         made = [self._event(d, head, stamp, inferred, head.actor or actor, source, block.raw) for d in drafts]
         if head.utc is not None and head.stamp is not None and (local := head.stamp.iso(self.ctx.year)) is not None and (utc := head.utc.iso_utc()):
             # a collector's UTC stamp before the program's local one: the host's zone, for the
