@@ -195,3 +195,32 @@ def test_a_line_too_long_to_come_again_parses_as_it_stands():
         assert drafts == fam.parse(long)
     finally:
         fam.shapes = shapes
+
+
+NEIGHBOURS = ("saving checkpoint to /data/ckpt/global_step_4", "epoch 1/3: reward mean 0.42")
+
+
+@pytest.mark.parametrize("family,sample", SAMPLES, ids=[f"{f}:{s.line}" for f, s in SAMPLES])
+def test_a_sample_between_other_lines_ended_by_crlf_reads_alike(family, sample):
+    """A trigger matches within one line wherever the line stands: the native core reads many
+    lines at once, so a line's end inside the buffer (and a Windows line end) must read as
+    the end the sample's last line has."""
+    alone = [(e["kind"], e.get("fields")) for e in found_in(sample.text) if "source" in e]
+    text = "\r\n".join([NEIGHBOURS[0], *sample.text.split("\n"), NEIGHBOURS[1]])
+    between = [(e["kind"], e.get("fields")) for e in found_in(text) if "source" in e]
+    assert between == alone
+
+
+MULTI = [(f, s) for f, s in SAMPLES if "\n" in s.text]
+
+
+@pytest.mark.parametrize("family,sample", MULTI, ids=[f"{f}:{s.line}" for f, s in MULTI])
+def test_a_block_behind_ts_stamps_reads_alike(family, sample):
+    """moreutils `ts` (or journalctl -o short-precise) stamps every line of a block: a line
+    whose first words then read as a journal's host and unit ("Considered workers: [")
+    still goes on with its block."""
+    times = ("local_time", "time", "uptime_s")
+    alone = [(e["kind"], {k: v for k, v in e["fields"].items() if k not in times}) for e in found_in(sample.text) if "source" in e]
+    stamped = "\n".join(f"Nov 27 16:22:{n % 60:02d}.{n * 37 % 1000:03d}000 {line}" for n, line in enumerate(sample.text.split("\n")))
+    behind = [(e["kind"], {k: v for k, v in e["fields"].items() if k not in times}) for e in found_in(stamped) if "source" in e]
+    assert behind == alone

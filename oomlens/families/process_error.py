@@ -63,6 +63,8 @@ def _draft(exception: str | None, wrapper: str | None, message: str | None, task
         fields["wrapper"] = wrapper
     if cut:
         fields["cut"] = True
+    if exception in _relayed():
+        fields["relayed"] = True
     if (cause := cause_of(f"{exception or ''}: {message or ''}")) is not None:
         fields["cause"] = cause
     draft: dict[str, Any] = {"kind": "process_error", "fields": fields}
@@ -85,6 +87,11 @@ def told_elsewhere(exception: str, message: str | None) -> bool:
     """Is this a memory failure, or a failure another kind reads? (data/exceptions.toml)"""
     classes, messages = _lists()
     return exception in classes or (message is not None and messages.search(message) is not None)
+
+
+@functools.cache
+def _relayed() -> frozenset[str]:
+    return frozenset(load("exceptions.toml")["relayed"]["classes"])
 
 
 @functools.cache
