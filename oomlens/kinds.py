@@ -56,6 +56,8 @@ class Kind:
     traceback_reach: int = 0
     lead_named: bool = False
     ended: str = "{label}{at}"
+    what: str = ""  # what it means, in the contract's words (DESIGN.md's table of kinds)
+    contract: tuple[tuple[str, Any], ...] = ()  # (field, its type) a consumer may rely on: `fields`
 
     @property
     def folded(self) -> bool:
@@ -81,13 +83,17 @@ class Kind:
 
 def kind_of(name: str, entry: Mapping[str, Any]) -> Kind:
     """A Kind from a table entry, checked: a typo in a key or a value fails here, with its name."""
-    known = {f.name for f in fields(Kind)} - {"name"}
+    known = {f.name for f in fields(Kind)} - {"name", "contract"} | {"fields"}
     unknown = set(entry) - known
     if unknown:
         raise ValueError(f"kind {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
     if "label" not in entry or "role" not in entry:
         raise ValueError(f"kind {name!r}: needs a label and a role")
     values = dict(entry)
+    if "fields" in values:
+        values["contract"] = tuple(values.pop("fields").items())
+        for field, spec in values["contract"]:
+            field_schema(spec, f"kind {name!r}, field {field!r}")  # a type it does not know fails here
     for key in ("identity", "numberless", "marker"):
         if values.get(key) is not None:
             values[key] = tuple(values[key])
@@ -113,6 +119,57 @@ def kind_of(name: str, entry: Mapping[str, Any]) -> Kind:
     if kind.counts is not None and kind.counts == name:
         raise ValueError(f"kind {name!r}: counts itself")
     return kind
+
+
+# A contract field's type (kinds.toml `[kind.fields]`) as JSON Schema: null where a log did
+# not print it, unless the type ends in "!"; `$defs` are those of the shipped schema
+FIELD_TYPES: dict[str, dict[str, Any]] = {
+    "bytes": {"$ref": "#/$defs/bytes"},
+    "bytes!": {"type": "integer", "minimum": 0},
+    "integer": {"$ref": "#/$defs/nullable_integer"},
+    "integer!": {"type": "integer"},
+    "string": {"$ref": "#/$defs/nullable_string"},
+    "string!": {"type": "string"},
+    "fraction": {"type": ["number", "null"], "minimum": 0},
+    "boolean": {"type": "boolean"},
+    "true": {"const": True},
+    "strings": {"type": "array", "items": {"type": "string"}},
+}
+
+
+def field_schema(spec: str | Mapping[str, Any], where: str = "field") -> dict[str, Any]:
+    """The JSON Schema of one contract field: a type's name, or a table of `type`, `doc`
+    (its description), `one_of` (the values it takes, or null) and, for `type = "list"`,
+    `items` (the fields of each object in it)."""
+    if isinstance(spec, str):
+        spec = {"type": spec}
+    unknown = set(spec) - {"type", "doc", "one_of", "items"}
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    kind = spec.get("type")
+    if kind == "list":
+        items = spec.get("items") or {}
+        required = [name for name, item in items.items() if isinstance(item, str) and item.endswith("!")]
+        item: dict[str, Any] = {"type": "object"} | ({"required": required} if required else {})
+        item["properties"] = {name: field_schema(sub, f"{where}.{name}") for name, sub in items.items()}
+        schema: dict[str, Any] = {"type": "array", "items": item}
+    elif kind in FIELD_TYPES:
+        schema = dict(FIELD_TYPES[kind])
+    else:
+        raise ValueError(f"{where}: type {kind!r} is none of {', '.join([*FIELD_TYPES, 'list'])}")
+    if "one_of" in spec:
+        schema = {"enum": [*spec["one_of"], None]}
+    if "doc" in spec:
+        schema["description"] = spec["doc"]
+    return schema
+
+
+def field_doc(name: str, spec: str | Mapping[str, Any]) -> str:
+    """A contract field as DESIGN.md's table of fields lists it: its name, and its doc or values."""
+    if isinstance(spec, str):
+        return f"`{name}`"
+    said = spec.get("doc") or (", ".join(f"`{v}`" for v in spec["one_of"]) if "one_of" in spec else "")
+    return f"`{name}` ({said})" if said else f"`{name}`"
 
 
 def read_kinds(text: str) -> list[Kind]:
