@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lark import Lark, Token, Transformer, Tree
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import LarkError, UnexpectedInput
 
 from .shapes import MAX_SHAPE_LINE, MAX_SHAPES, NUMBER_RUN, numbers_and_shape
@@ -219,7 +219,8 @@ class Family:
         method called on its children, a token that held numbers written again with the
         line's (a token without one is the same in every line), as lark's Transformer would.
         Written out as one expression, it costs a third less than walking the tree at every
-        line (the families use plain rule methods). Nothing of the line goes into the code:
+        line. A method of `lark.v_args(inline=True)` is called with its children as
+        arguments, as lark calls it; one that wants the tree or its meta has no plan. Nothing of the line goes into the code:
         kept tokens and methods are passed by name. A tree too deep to write out has no
         plan; its lines parse one by one."""
         names: dict[str, Any] = {"Tree": Tree, "read": _Refilled.read, "fill": _Refilled.fill}
@@ -250,13 +251,22 @@ class Family:
                 return f"k{len(names) - 1}"
             children = ", ".join(expression(child) for child in node.children)
             method = getattr(self.transformer, node.data, None)
+            wrapper = getattr(method, "visit_wrapper", None)  # lark's v_args: how lark calls the method
+            if wrapper is not None and wrapper is not INLINE:
+                raise SyntaxError("a method lark calls with more than its children (v_args meta or tree)")
             names[f"m{len(names)}"] = method if method is not None else node.data
-            return f"m{len(names) - 1}([{children}])" if method is not None else f"Tree(m{len(names) - 1}, [{children}])"
+            if method is None:
+                return f"Tree(m{len(names) - 1}, [{children}])"
+            return f"m{len(names) - 1}({children})" if wrapper is INLINE else f"m{len(names) - 1}([{children}])"
 
         try:
             return eval(f"lambda numbers: {expression(tree)}", names)  # noqa: S307 - code made from the grammar's tree alone
         except (SyntaxError, RecursionError, MemoryError):
             return None
+
+
+# how lark calls a method of v_args(inline=True): with its children as arguments, which a plan does too
+INLINE = getattr(v_args(inline=True)(lambda *children: children), "visit_wrapper", None)
 
 
 class _Refilled(str):

@@ -224,3 +224,30 @@ def test_a_block_behind_ts_stamps_reads_alike(family, sample):
     stamped = "\n".join(f"Nov 27 16:22:{n % 60:02d}.{n * 37 % 1000:03d}000 {line}" for n, line in enumerate(sample.text.split("\n")))
     behind = [(e["kind"], {k: v for k, v in e["fields"].items() if k not in times}) for e in found_in(stamped) if "source" in e]
     assert behind == alone
+
+
+def test_a_shape_plan_calls_each_method_as_lark_does():
+    """gpu_memory's Transformer names its children (lark.v_args(inline=True)): a shape's plan
+    calls it with them as arguments, and a method lark calls with its meta gets no plan, its
+    lines parsed one by one, to the same drafts."""
+    import dataclasses
+
+    import lark
+
+    from oomlens.families.gpu_memory import Transformer as Inline
+    from oomlens.grammars import parse_prefix
+    from oomlens.shapes import numbers_and_shape
+
+    class WithMeta(Inline):
+        @lark.v_args(meta=True)
+        def size(self, meta, children):
+            return Inline.size(self, *children)
+
+    inline = next(f for f in families() if f.name == "gpu_memory")
+    meta = dataclasses.replace(inline, shapes={}, transformer_class=WithMeta)
+    text = "Available KV cache memory: 54.67 GiB"
+    numbers, shape = numbers_and_shape(text)
+    tree = parse_prefix(inline.parser, shape)[0]
+    assert inline._compile(tree, shape)(numbers) == inline.transformer.transform(parse_prefix(inline.parser, text)[0])
+    assert meta._compile(tree, shape) is None
+    assert [meta.parse(text) for _ in range(3)] == [inline.parse(text)] * 3

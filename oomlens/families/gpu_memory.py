@@ -57,95 +57,81 @@ def _gib(number) -> int | None:
     return None if number is None else sized(float(number) * GIB)
 
 
+@lark.v_args(inline=True)  # each method names its children (grammars.Family's shape plans call it so)
 class Transformer(lark.Transformer):
-    def start(self, items):
-        return items
+    def start(self, *items):
+        return list(items)
 
     # -- veRL / EasyR1 ----------------------------------------------------------------------
 
-    def framework(self, items):
-        head, amounts = items
+    def framework(self, head, amounts):
         head = head or {"label": None, "phase": None, "role": None}
         return _draft(head.pop("label"), {**head, **amounts})
 
-    def phased_head(self, items):
-        role, phase, label = items
+    def phased_head(self, role, phase, label):
         return {"label": f"{phase} {label}", "phase": phase.lower(), "role": None if role is None else str(role)}
 
-    def plain_head(self, items):
-        return {"label": str(items[0]), "phase": None, "role": None}
+    def plain_head(self, label):
+        return {"label": str(label), "phase": None, "role": None}
 
-    def gb_wording(self, items):
-        allocated, reserved, more = items
+    def gb_wording(self, allocated, reserved, more):
         return {"allocated_bytes": _gib(allocated), "reserved_bytes": reserved, **(more or {})}
 
-    def reserved_gib(self, items):
-        return _gib(items[0])
+    def reserved_gib(self, gib):
+        return _gib(gib)
 
-    def reserved_mib(self, items):
-        return to_bytes(items[0], "MiB")
+    def reserved_mib(self, mib):
+        return to_bytes(mib, "MiB")
 
-    def roll_tail(self, items):
-        peak, rss, used = items
+    def roll_tail(self, peak, rss, used):
         return {"peak_reserved_bytes": _gib(peak), "rss_bytes": _gib(rss), "used_bytes": _gib(used)}
 
-    def used_total(self, items):
-        used, total = items
+    def used_total(self, used, total):
         return {"used_bytes": _gib(used), "total_bytes": _gib(total)}
 
-    def unit_wording(self, items):
-        allocated, reserved = items
+    def unit_wording(self, allocated, reserved):
         return {"allocated_bytes": _gib(allocated), "reserved_bytes": _gib(reserved)}
 
-    def decimal_wording(self, items):
-        allocated, reserved = items
+    def decimal_wording(self, allocated, reserved):
         return {"allocated_bytes": sized(float(allocated) * 10**9), "reserved_bytes": sized(float(reserved) * 10**9)}
 
-    def device_wording(self, items):
-        used, total = items
+    def device_wording(self, used, total):
         return {"used_bytes": _gib(used), "total_bytes": _gib(total)}
 
     # -- vLLM -------------------------------------------------------------------------------
 
-    def size(self, items):
-        number, unit = items
+    def size(self, number, unit):
         return to_bytes(number, unit, signed=True)
 
-    def sleep(self, items):
-        freed, used = items
+    def sleep(self, freed, used):
         return _draft("vllm sleep", {"freed_bytes": freed, "used_bytes": used})
 
-    def cumem(self, items):
-        freed, backed_up, discarded, _rest = items
+    def cumem(self, freed, backed_up, discarded, _rest):
         return _draft("vllm cumem sleep", {"freed_bytes": freed, "backed_up_bytes": backed_up, "discarded_bytes": discarded})
 
-    def profiling(self, items):
-        seconds, *parts = items
+    def profiling(self, seconds, *parts):
         fields = {"profile_seconds": float(seconds)}
         for part in parts:
             fields.update(part or {})
         return _draft("vllm memory profiling", fields)
 
-    def instance(self, items):
-        total, utilization, usable = items
+    def instance(self, total, utilization, usable):
         return {"total_bytes": total, "gpu_memory_utilization": float(utilization), "instance_bytes": usable}
 
-    def breakdown(self, items):
+    def breakdown(self, *items):
         names = ("weights_bytes", "non_torch_bytes", "activation_peak_bytes", "kv_cache_bytes")
         return dict(zip(names, items, strict=False))  # a line may stop after any of them
 
-    def profile_item(self, items):
-        name, value = items
+    def profile_item(self, name, value):
         return {PROFILE_ITEMS[name]: value} if name in PROFILE_ITEMS else {}
 
-    def profile_results(self, items):
+    def profile_results(self, *items):
         fields: dict[str, Any] = {}
         for item in items:
             fields.update(item or {})
         return _draft("vllm memory profiling", fields)
 
-    def result_item(self, items):
-        name, number, unit = items
+    def result_item(self, name, number, unit):
         field = RESULT_ITEMS.get(name)
         if field is None:
             return {}
@@ -153,11 +139,10 @@ class Transformer(lark.Transformer):
             return {field: to_bytes(number, unit, signed=True) if unit else None}
         return {field: float(number)}
 
-    def kv_cache(self, items):
-        return _draft("vllm available kv cache", {"kv_cache_bytes": items[0]})
+    def kv_cache(self, size, _tail):
+        return _draft("vllm available kv cache", {"kv_cache_bytes": size})
 
-    def startup_free(self, items):
-        device, free, total, unit, utilization, requested, _rest = items
+    def startup_free(self, device, free, total, unit, utilization, requested, _rest):
         free_bytes, total_bytes = to_bytes(free, unit), to_bytes(total, unit)
         used = None if free_bytes is None or total_bytes is None else sized(total_bytes - free_bytes)
         fields = {
@@ -169,14 +154,12 @@ class Transformer(lark.Transformer):
         }
         return _draft("vllm startup free memory", {**fields, "device": str(device) if device else None})
 
-    def loading(self, items):
-        _phrase, weights, seconds = items
+    def loading(self, _phrase, weights, seconds):
         return _draft("vllm model loading", {"weights_bytes": weights, "load_seconds": None if seconds is None else float(seconds)})
 
     # -- veRL step metrics ------------------------------------------------------------------
 
-    def step(self, items):
-        number, *metrics = items
+    def step(self, number, *metrics):
         fields = {"step": int(number), **dict.fromkeys(STEP_METRICS.values())}
         for name, value in metrics:
             if name in STEP_METRICS:
@@ -186,8 +169,7 @@ class Transformer(lark.Transformer):
 
     # -- DeepSpeed's see_memory_usage ------------------------------------------------------
 
-    def deepspeed(self, items):
-        allocated, peak_allocated, reserved, peak_reserved, peak_ma = items
+    def deepspeed(self, allocated, peak_allocated, reserved, peak_reserved, peak_ma):
         fields = {"allocated_bytes": allocated, "peak_allocated_bytes": peak_allocated, "reserved_bytes": reserved, "peak_reserved_bytes": peak_reserved}
         if peak_ma is not None:
             fields["peak_ma_bytes"] = peak_ma
@@ -195,14 +177,11 @@ class Transformer(lark.Transformer):
             fields["truncated"] = True
         return _draft("deepspeed see_memory_usage", fields)
 
-    def ds_size(self, items):
-        number, unit = items  # 1024-based, as torch counts, whatever the unit says
+    def ds_size(self, number, unit):  # 1024-based, as torch counts, whatever the unit says
         return sized(float(number) * (GIB if unit == "GB" else GIB >> 10))
 
-    def deepspeed_cpu(self, items):
-        used, percent = items
+    def deepspeed_cpu(self, used, percent):
         return _draft("deepspeed cpu virtual memory", {"cpu_used_bytes": _gib(used), "cpu_percent": None if percent is None else float(percent)}, "host")
 
-    def metric(self, items):
-        name, value = items
+    def metric(self, name, value):
         return str(name), value if value.type == "NUMBER" else None
