@@ -126,6 +126,7 @@ def kind_of(name: str, entry: Mapping[str, Any]) -> Kind:
 FIELD_TYPES: dict[str, dict[str, Any]] = {
     "bytes": {"$ref": "#/$defs/bytes"},
     "bytes!": {"type": "integer", "minimum": 0},
+    "signed_bytes": {"type": ["integer", "null"]},  # a size left that may be below zero (vLLM's KV cache that did not fit)
     "integer": {"$ref": "#/$defs/nullable_integer"},
     "integer!": {"type": "integer"},
     "string": {"$ref": "#/$defs/nullable_string"},
@@ -162,6 +163,20 @@ def field_schema(spec: str | Mapping[str, Any], where: str = "field") -> dict[st
     if "doc" in spec:
         schema["description"] = spec["doc"]
     return schema
+
+
+def sizes_in_contract(name: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` with a size below zero made None (a size no memory has: veRL's `-1` for a
+    device it could not query, a number a log garbled), unless the kind's contract types the
+    field `signed_bytes` (vLLM's KV cache left, below zero where it did not fit)."""
+    signed = _signed(name)
+    return {k: None if type(v) is int and v < 0 and k.endswith("_bytes") and k not in signed else v for k, v in fields.items()}
+
+
+@functools.cache
+def _signed(name: str) -> frozenset[str]:
+    kind = shipped().get(name)
+    return frozenset(f for f, spec in kind.contract if (spec if isinstance(spec, str) else spec.get("type")) == "signed_bytes") if kind else frozenset()
 
 
 def field_doc(name: str, spec: str | Mapping[str, Any]) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 import lark
 
 from oomlens.events import GIB, sized, to_bytes
+from oomlens.kinds import sizes_in_contract
 
 CONTRACT = ("allocated_bytes", "reserved_bytes", "used_bytes", "total_bytes")
 
@@ -41,13 +42,11 @@ STEP_METRICS = {
 
 def _draft(label: str | None, fields: dict, memory: str = "gpu") -> dict:
     """A gpu_memory draft whose contract fields are present even when unknown. Sizes are read
-    signed (vLLM's KV cache left can be below zero: it did not fit); a contract field below
-    zero is no reading (veRL prints `-1` for a device it could not query): not known."""
+    signed (vLLM's KV cache left can be below zero: it did not fit); one below zero that the
+    contract does not type signed is no reading (veRL prints `-1` for a device it could not
+    query): not known."""
     merged = {"label": label, **dict.fromkeys(CONTRACT), **fields}
-    for name in CONTRACT:
-        if merged[name] is not None and merged[name] < 0:
-            merged[name] = None
-    return {"kind": "gpu_memory", "memory": memory, "fields": merged}
+    return {"kind": "gpu_memory", "memory": memory, "fields": sizes_in_contract("gpu_memory", merged)}
 
 
 def _gib(number) -> int | None:

@@ -11,6 +11,7 @@ from typing import Any
 import lark
 
 from oomlens.events import to_bytes
+from oomlens.kinds import sizes_in_contract
 
 # every draft carries these (they are the fold identity and what consumers read), null when unknown
 ALWAYS = (
@@ -52,7 +53,7 @@ class Transformer(lark.Transformer):
         return [items[0]]
 
     def message(self, items):
-        fields = dict.fromkeys(ALWAYS) | items[0]
+        fields = sizes_in_contract("vllm_memory_error", dict.fromkeys(ALWAYS) | items[0])
         device = fields.get("device")
         gpu = int(device.rsplit(":", 1)[1]) if device else None
         if fields.get("backend") == "cpu" or fields["raise_setting"] in HOST_SETTINGS:  # the CPU backend: its KV cache is the host's memory
