@@ -98,13 +98,23 @@ class Context:
         self.titles: dict[int, set[str]] = {}  # pid -> the names the logs give that process (names_seen)
         self.names: set[str] = set()  # every worker name the logs spell in full
         self.by_path: dict[str, list[Clue]] = {}
+        self.printed: dict[str | int, set[str]] = {}  # a path, and a pid: the settings printed there, or by it
         for clue in clues:
             if clue.kind == "context":
                 self.by_path.setdefault(clue.source.path, []).append(clue)
+            elif clue.kind == "setting":
+                for where in (clue.source.path, clue.pid):
+                    self.printed.setdefault(where if where is not None else "", set()).update(clue.fields.get("settings", ()))
         self.ends: dict[str, list[int]] = {}
         for path, found in self.by_path.items():
             found.sort(key=lambda c: c.source.line)
             self.ends[path] = [c.source.end_line for c in found]
+
+    def printed_any(self, event: Event, settings: tuple[str, ...]) -> bool:
+        """Did a file the event was read in, or its process (a Ray worker's .out beside its
+        .err), print one of these settings?"""
+        places = [s.path for s in event.sources] + ([event.pid] if event.pid is not None else [])
+        return any(self.printed.get(place, set()).intersection(settings) for place in places)
 
     def around(self, event: Event) -> list[Clue]:
         """Clues near any of the places the event was reported, nearest first."""
@@ -163,6 +173,9 @@ def attribute(events: list[Event], context: Context, kinds: Kinds) -> None:
     for event in events:
         kind = kinds[event.kind]
         event.memory = event.memory or kind.memory
+        if kind.host_settings and event.memory == "gpu" and event.device is None and context.printed_any(event, kind.host_settings):
+            event.memory = "host"  # the file printed a setting of the host's memory: vLLM's CPU backend
+            event.fields.update(kind.host_fields)
         clues_near = context.around(event)
         for clue in clues_near:
             task = clue.fields.get("task")

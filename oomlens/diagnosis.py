@@ -179,7 +179,7 @@ def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue], kinds:
         )
         for incident in incidents:
             incident.fingerprint = fingerprint(incident, framework)
-            diagnosis.remedies[incident.id or ""] = remedies_for(incident, frameworks, clues, text)
+            diagnosis.remedies[incident.id or ""] = remedies_for(incident, frameworks, clues, text, kinds[incident.root.kind].own_remedies)
         diagnosis.verdict = verdict(incidents, clues, diagnosis)
     return diagnosis
 

@@ -56,6 +56,9 @@ class Kind:
     traceback_reach: int = 0
     lead_named: bool = False
     ended: str = "{label}{at}"
+    own_remedies: bool = False  # only remedies that name it as their root_kind
+    host_settings: tuple[str, ...] = ()  # a setting its file printed that puts its memory on the host
+    host_fields: tuple[tuple[str, Any], ...] = ()  # and the fields that then say so
     what: str = ""  # what it means, in the contract's words (DESIGN.md's table of kinds)
     contract: tuple[tuple[str, Any], ...] = ()  # (field, its type) a consumer may rely on: `fields`
 
@@ -94,7 +97,9 @@ def kind_of(name: str, entry: Mapping[str, Any]) -> Kind:
         values["contract"] = tuple(values.pop("fields").items())
         for field, spec in values["contract"]:
             field_schema(spec, f"kind {name!r}, field {field!r}")  # a type it does not know fails here
-    for key in ("identity", "numberless", "marker"):
+    if "host_fields" in values:
+        values["host_fields"] = tuple(values["host_fields"].items())
+    for key in ("identity", "numberless", "marker", "host_settings"):
         if values.get(key) is not None:
             values[key] = tuple(values[key])
     if "labels" in values:

@@ -134,13 +134,14 @@ def _same(current: object, value: str) -> bool:
     return str(current).lower() == value.lower()
 
 
-def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Clue], evidence: str) -> list[dict[str, Any]]:
+def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Clue], evidence: str, own: bool = False) -> list[dict[str, Any]]:
     """The remedies whose conditions hold for any of the frameworks the logs may come from,
     minus those a guard-rail forbids (`evidence` is evidence_text(): whether vLLM's sleep
     mode is in use is read from it).
 
     An incident whose memory kind is a guess gets none: a setting changed on a guess costs
-    a training run. A crash of a well-known cause (its `cause`) gets that cause's remedies."""
+    a training run. A crash of a well-known cause (its `cause`) gets that cause's remedies.
+    `own`: the root's kind takes only the remedies that name it (kinds.toml `own_remedies`)."""
     cause = incident.root.fields.get("cause")
     if (incident.memory is None and cause is None) or incident.confidence < 0.5:
         return []
@@ -170,6 +171,10 @@ def remedies_for(incident: Incident, frameworks: tuple[str, ...], clues: list[Cl
         current = settings.get(rule["setting"], settings.get(rule["setting"].lstrip("-").rsplit(".", 1)[-1]))
         if rule.get("when_set") and current in (None, False, 0):
             continue
+        if "unless_set" in rule and settings.get(rule["unless_set"]) not in (None, False, 0):
+            continue
+        if own and "root_kind" not in rule:
+            continue  # a failure whose message names its own settings: no framework's remedy for memory pressure
         if current is not None and _same(current, rule["value"]):
             continue  # the run already has it
         seen.add(rule["setting"])

@@ -50,6 +50,7 @@ def _memory_sizes(fields: Any) -> str:
 # a template's `{field:spec}`: how the value is written
 SPECS: dict[str, Callable[[Any], str]] = {
     "gib": lambda n: gib(n, unit=False),
+    "gib_up": lambda n: str(-(-n // GIB)),  # whole GiB, rounded up: a setting counted in GiB (VLLM_CPU_KVCACHE_SPACE)
     "size": size,
     "victims": _victims,
     "first_top": _first_top,

@@ -115,3 +115,47 @@ def test_the_v1_cpu_worker_s_errors_are_host_memory_and_say_what_to_lower(node, 
         assert remedies["VLLM_CPU_KVCACHE_SPACE"]["value"] == "lower" and remedies["kv_cache_memory_bytes"]["value"] == str(to_bytes(a))
     else:
         assert not {"VLLM_CPU_KVCACHE_SPACE", "kv_cache_memory_bytes", "gpu_memory_utilization"} & set(remedies)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    space=st.one_of(st.none(), st.integers(1, 64)),
+    needed_cgib=st.integers(1, 9_999),
+    total=st.integers(2, 512),
+    worker=st.integers(2, 99_999),
+    engine=st.integers(2, 99_999),
+    between=st.integers(0, 40),
+    cpu=st.booleans(),
+)
+def test_the_cpu_worker_s_kv_cache_line_puts_the_refusal_on_the_host(tmp_path_factory, space, needed_cgib, total, worker, engine, between, cpu):
+    """vLLM V1's CPU worker refuses in the GPU worker's words (_check_enough_kv_cache_memory is
+    shared), after saying at start-up how it sized its KV cache: set by VLLM_CPU_KVCACHE_SPACE,
+    or from --gpu-memory-utilization, a share of the host's memory. That line, anywhere before
+    the refusal in its file, makes the memory the host's and the fix the setting that sized it;
+    without it the refusal stays of the device."""
+    have = f"{space}.0" if space else "1.25"
+    sized = (
+        f"(Worker pid={worker}) INFO 08-28 07:39:28 [cpu_worker.py:255] Explicitly set ({have}/{total}.00) GiB for KV cache on node 0."
+        if space
+        else f"(Worker pid={worker}) INFO 08-28 07:39:28 [cpu_worker.py:235] Auto set ({have}/{total}.0) GiB for KV cache on node 0, with 5.4 GiB requested memory for the worker. 3.92 GiB memory was consumed by non-kv usages."
+    )
+    needed = f"{needed_cgib / 100:.2f}"
+    refusal = (
+        f"(EngineCore pid={engine}) ERROR 08-28 07:39:29 [core.py:1346] ValueError: To serve at least one request with the model's max seq len (262144), "
+        f"({needed} GiB KV cache is needed, which is larger than the available KV cache memory ({have} GiB). Based on the available memory, "
+        "the estimated maximum model length is 9344. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+    )
+    lines = ([sized] if cpu else []) + [f"(EngineCore pid={engine}) INFO 08-28 07:39:28 [core.py:90] step {n}" for n in range(between)] + [refusal]
+    log = tmp_path_factory.mktemp("vllm") / "serve.log"
+    log.write_text("\n".join(lines) + "\n")
+    diagnosis = oomlens.analyze(str(log), jobs=1)
+    (event,) = [e for e in diagnosis.events if e.kind == "vllm_memory_error"]
+    settings_ = {r["setting"]: r for r in diagnosis.remedies[diagnosis.incidents[0].id]}
+    assert event.memory == ("host" if cpu else "gpu")
+    assert event.fields.get("backend") == ("cpu" if cpu else None)
+    assert "max_model_len" in settings_
+    if cpu and space:
+        assert settings_["VLLM_CPU_KVCACHE_SPACE"]["value"] == str(-(-to_bytes(needed, "GiB") // 2**30))
+        assert "gpu_memory_utilization" not in settings_  # not read while the space is set
+    else:
+        assert "VLLM_CPU_KVCACHE_SPACE" not in settings_ and "gpu_memory_utilization" in settings_

@@ -52,6 +52,10 @@ class Transformer(lark.Transformer):
     def start(self, items):
         return [items[0]]
 
+    def cpu_kv_space(self, items):
+        auto, gib = items[0] if len(items) == 4 else None, items[-3]
+        return {"kind": "setting", "fields": {"settings": {"VLLM_CPU_KVCACHE_SPACE": None if auto else float(gib)}}}
+
     def message(self, items):
         fields = sizes_in_contract("vllm_memory_error", dict.fromkeys(ALWAYS) | items[0])
         device = fields.get("device")
