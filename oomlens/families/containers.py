@@ -8,15 +8,18 @@ SIGKILL (a sigkill event, a hint for the reader, no memory of its own).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 import lark
 
 from oomlens.events import sized
+from oomlens.times import TIME_BY_NAME, stamp_of_groups
 
 # Kubernetes resource quantities (apimachinery/pkg/api/resource): binary and decimal suffixes
 QUANTITY = {"": 1, "m": 0.001, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 QUANTITY.update({f"{p}i": 1024 ** (n + 1) for n, p in enumerate("KMGTPE")})
+FINISHED = re.compile(TIME_BY_NAME["rfc1123z"].pattern)  # kubectl describe's Finished: (data/times.toml)
 SIGKILL_EXIT = 137  # 128 + SIGKILL: how a shell, docker and Kubernetes tell a process killed by signal 9
 
 
@@ -100,7 +103,9 @@ class Transformer(lark.Transformer):
         return {"memory": quantity(items[0])}
 
     def finished(self, items):
-        return {"time": datetime.strptime(str(items[0]), "%a, %d %b %Y %H:%M:%S %z").isoformat()}
+        m = FINISHED.fullmatch(str(items[0]))  # the grammar's RFC1123Z is the layout's text
+        stamp = stamp_of_groups(m.groupdict()) if m else None
+        return {"time": None if stamp is None else stamp.iso()}
 
     def eviction(self, items):
         resource, threshold, *usage = items
