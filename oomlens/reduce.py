@@ -50,6 +50,8 @@ import orjson
 
 from .events import CLUE_KINDS, CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event, Source, seconds
 from .kinds import shipped
+from .remedies import EVIDENCE_CHARS
+from .shapes import zeroed
 
 # Buckets kept over all series of a kind of readings, at most 2 + 2 x len(SIZES) readings each.
 # From the memory a run may take (300 MB over 3 processes, each about 35 MB before it reads
@@ -57,6 +59,10 @@ from .kinds import shipped
 # process keeps up to 8 per bucket of readings and 2 of failures.
 BUCKETS = 2048
 FAILURE_SHARE = 2  # a kind of failure has half the budget's buckets: a crash of a thousand ranks (a watchdog timeout each) is not reduced
+# What the failures left out still say: the wording of each (the characters detection reads,
+# digits zeroed), up to EVIDENCE_SHAPES of them, told by an "evidence" clue where the first of
+# its wording stood, which the frameworks' and versions' detection reads (remedies.evidence_text)
+EVIDENCE_SHAPES = 1024
 CONTEXT_HELD = 4096  # traceback clues held before the first look for those near no kept event
 SIZES = ("used_bytes", "allocated_bytes", "reserved_bytes", "cpu_used_bytes")  # what timeline.py draws
 READINGS = shipped().memory_lines  # the kinds of memory readings (data/kinds.toml: role "reading"); every other kind is a failure
@@ -99,11 +105,14 @@ class Reduction:
         self.ends: dict[tuple[str, int], tuple[int, int]] = {}  # of each file in each input taken, the first and last line of its held clues
         self.look_at = CONTEXT_HELD  # how many held clues make the next look (see prune)
         self.texts: dict[int, dict] = {}  # the held clues' texts, one copy each: a loop's tracebacks share theirs
+        self.shapes: dict[str, tuple[Event, Slot]] = {}  # each failure's text shape, with its first event (see restore)
 
     def take(self, x: Event | Clue, slot: Slot) -> Event | Clue | None:
         """None: the reduction takes every event and clue (`restore` puts it back at `slot`
         if it is kept); `x` itself only when it is a clue of a kind it does not know."""
         if isinstance(x, Event) or x.kind == "clock":
+            if isinstance(x, Event) and x.kind not in READINGS and len(self.shapes) < EVIDENCE_SHAPES:
+                self.shapes.setdefault(zeroed(x.text[:EVIDENCE_CHARS]), (x, slot))
             self.add(x, slot)
             return None
         if x.kind == "setting":
@@ -267,6 +276,9 @@ def restore(lists: list[list], reduction: Reduction) -> None:
     for copies in reduction.settings.values():
         for clue, (index, place) in copies.values():
             lists[index][place] = clue
+    for shape, (event, (index, place)) in reduction.shapes.items():
+        if lists[index][place] is None:  # the first failure of this wording was left out: its words stay
+            lists[index][place] = Clue("evidence", event.source, {"text": shape}, None, event.pid, event.actor, event.node)
     for found in lists:
         found[:] = [x for x in found if x is not None]
 

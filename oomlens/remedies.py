@@ -30,6 +30,9 @@ def _rules() -> dict[str, list[dict[str, Any]]]:
     return {"remedy": data.get("remedy", []), "guard": data.get("guard", []), "form": data.get("form", [])}
 
 
+EVIDENCE_CHARS = 300  # of an event's text, what detection reads: its head, where a version's wording stands
+
+
 def evidence_text(events: list[Event], clues: list[Clue], memory_lines: frozenset[str]) -> str:
     """What framework detection reads: code paths, process names, setting names, first lines."""
     parts = []
@@ -40,6 +43,8 @@ def evidence_text(events: list[Event], clues: list[Clue], memory_lines: frozense
         if task:
             parts.append(f"{task.get('actor')}.{task.get('method')}")
         parts.extend(clue.fields.get("settings", {}))
+        if clue.kind == "evidence":  # a failure's wording whose events a reduction left out
+            parts.append(clue.fields["text"])
         parts.append(clue.source.path)
     read: set[tuple] = set()
     for event in events:
@@ -49,7 +54,7 @@ def evidence_text(events: list[Event], clues: list[Clue], memory_lines: frozense
                 continue
             read.add(key)
         parts.append(event.actor or "")
-        parts.append(zeroed(event.text[:300]))  # one copy per line shape: samples repeat
+        parts.append(zeroed(event.text[:EVIDENCE_CHARS]))  # one copy per line shape: samples repeat
         parts.append(event.source.path)
     return "\n".join(dict.fromkeys(p for p in parts if p))
 
