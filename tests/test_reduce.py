@@ -73,7 +73,7 @@ def reduce_all(events: list, budget: int, parts: int, rng: random.Random) -> set
         lists.append(found)
     whole.prune()
     restore(lists, whole)
-    return {id(e) for found in lists for e in found}
+    return {id(e) for found in lists for e in found if e.kind != "evidence"}  # the wording of those left out is made anew by each
 
 
 @pytest.mark.parametrize("seed", range(12))
