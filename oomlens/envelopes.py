@@ -336,6 +336,7 @@ class Collector:
     escaped: bool  # the line is escaped once more than JSON needs (Ray's: `\\n` for a new line)
     peel: bool  # read where it stands, a line at a time (Ray's own records), not by the stream
     samples: tuple[dict, ...]
+    piece: int = 0  # unended: the bytes of text a piece holds (docker's 16 KiB), each but the last
 
 
 def _collectors() -> tuple[Collector, ...]:
@@ -363,6 +364,7 @@ def _collectors() -> tuple[Collector, ...]:
             r.get("escaped", False),
             r.get("peel", False),
             tuple(r.get("sample", ())),
+            r.get("piece", 0),
         )
         for r in load("envelopes.toml")["record"]
     )
@@ -548,13 +550,13 @@ def collector_of(head: bytes) -> Collector | None:
 
 
 def _pieces(c: Collector, whole: bytes) -> bool:
-    """Whether `c`'s records in a stream's head (its whole lines) may be pieces of longer
-    lines. A line cut in pieces is told by a record without the line break the others end
-    with; where none ends with one, either every record is a whole line (fluent-bit's CRI
-    parser) or the head is within one line cut at a fixed width (docker's 16 KiB): then
-    every record's text is as long as the first."""
+    """Whether `c`'s records in a stream's head (all its whole lines: a line longer than 32
+    pieces is no rarity) may be pieces of longer lines. A line cut in pieces is told by a
+    record without the line break the others end with; where none ends with one, every
+    record is a whole line (fluent-bit's CRI parser), unless one is a piece as the collector
+    cuts them (docker: 16 KiB of text), the head being within one long line."""
     texts = [r.text for ln in whole.decode("utf-8", "replace").split("\n") if ln.strip() and (r := read_record(c, ln.rstrip("\r"))) is not None]
-    return any(t.endswith("\n") for t in texts) or (len(texts) > 1 and len({len(t) for t in texts}) == 1)
+    return any(t.endswith("\n") or len(t.encode()) == c.piece for t in texts)
 
 
 MAX_RECORD = 1 << 20  # a record longer than this is passed on as it is; a line joined from pieces ends here

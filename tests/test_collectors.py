@@ -168,3 +168,22 @@ def test_a_stream_of_records_is_read_as_its_lines_through_the_sources():
     text = record(b"(raylet) a\n  b\n", "journald_json")
     stream = sources.as_text(io.BufferedReader(io.BytesIO(text)))
     assert stream.read() == b"[host/gpu-node-3] 2026-03-12T11:00:00.000000Z (raylet) a\n[host/gpu-node-3] 2026-03-12T11:00:00.037000Z   b\n"
+
+
+def test_a_head_within_one_line_docker_cut_is_read_as_its_pieces():
+    """A stream whose first 64 KiB are pieces of one long line (docker cuts at 16 KiB of
+    text): no record in the head ends its line, yet each is as long as docker's piece, so the
+    stream is read as pieces; records of one length that are not docker's (five watchdog
+    lines of one width, as fluent-bit writes them unended) stay lines of their own."""
+    long = "x" * (5 * 16384 + 100)
+    pieces = [long[i : i + 16384] for i in range(0, len(long), 16384)]
+    records = [json.dumps({"log": p, "stream": "stdout", "time": "2026-03-12T11:17:34Z"}) for p in pieces[:-1]]
+    records += [json.dumps({"log": pieces[-1] + "\n", "stream": "stdout", "time": "2026-03-12T11:17:34Z"})]
+    records += [json.dumps({"log": "after\n", "stream": "stdout", "time": "2026-03-12T11:17:35Z"})]
+    data = ("\n".join(records) + "\n").encode()
+    collector = collector_of(data[: 1 << 16])
+    assert collector is not None and collector.unended
+    lines = [ln.decode() for ln in unwrapped(collector, iter(ln + b"\n" for ln in data.split(b"\n")[:-1]))]
+    assert [ln.rstrip("\n").rsplit(" ", 1)[-1] for ln in lines] == [long, "after"]
+    same = [json.dumps({"log": "w" * 40, "stream": "stderr", "time": "2026-03-12T11:17:34Z"}) for _ in range(5)]
+    assert not collector_of(("\n".join(same) + "\n").encode()).unended  # type: ignore[union-attr]

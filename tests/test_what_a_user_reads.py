@@ -40,6 +40,7 @@ SAMPLE = {  # a value of each template spec, as an event would hold it
     None: "v",
     "gib": 3 * 1024**3,
     "size": 3 * 1024**3,
+    "gib_up": 3 * 1024**3 + 1,
     "victims": [{"pid": 7, "name": "ray::A", "bytes": 1024**3}],
     "first_top": [{"pid": 7, "command": "ray::A", "bytes": 1024**3}],
     "memory_sizes": {"allocated_bytes": 1024**3},
