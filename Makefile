@@ -28,10 +28,14 @@ $(DEMO)/.installed: pyproject.toml $(CORE)
 demo: $(DEMO)/.installed
 	$(DEMO)/bin/oomlens parse fixtures/sessions/ray2.60-b-rl-actor-oom
 
-# the core's own property tests (and the inputs they once failed on, core/proptest-regressions/) first
+# the core's own property tests (and the inputs they once failed on, core/proptest-regressions/) first;
+# then the suite on TEST_JOBS processes (this machine's cores, at most 8: each collects the whole
+# suite), each test file in one of them: a file's module-wide fixtures (a Ray cluster, a browser)
+# are made once
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 8 ? n : 8 )))
 test: $(STAMP) browser
 	$(CARGO) test --release --manifest-path core/Cargo.toml
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
 
 # The edit loop: stops at the first failure, and leaves out the tests marked slow (the
 # robustness sweep, the browser, big generated logs, many processes); `make test` runs them.

@@ -101,7 +101,10 @@ def test_events_and_clues_cross_processes_whole():
     clue = Clue("context", Source("w.out", 5, 8), {"frames": [{"path": "a.py"}]}, "2026-01-01T00:00:00", 4, "Actor", "10.0.0.1")
     again = from_rows(pickle.loads(pickle.dumps(to_rows([several, one, clue]))))
     assert again == [several, one, clue]
-    assert [dataclasses.asdict(s) for s in again[0].sources] == [{"path": "a", "line": 1, "end_line": 1, "read": None}, {"path": "b", "line": 2, "end_line": 2, "read": (1, 1)}]
+    assert [dataclasses.asdict(s) for s in again[0].sources] == [
+        {"path": "a", "line": 1, "end_line": 1, "read": None},
+        {"path": "b", "line": 2, "end_line": 2, "read": (1, 1)},
+    ]
     assert again[1].sources == [again[1].source] and type(again[2]) is Clue
 
 

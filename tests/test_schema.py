@@ -118,9 +118,7 @@ def contract_schema(base: dict, kinds: Kinds) -> dict:
                 props = {field: field_schema(spec) for field, spec in kind.contract}
                 defs[f"fields_{kind.name}"] = {"description": kind.what, "type": "object", "properties": props}
     event = dict(defs["event"])
-    event["allOf"] = [
-        {"if": {"properties": {"kind": {"const": k}}}, "then": {"properties": {"fields": {"$ref": f"#/$defs/fields_{k}"}}}} for k in kinds
-    ]
+    event["allOf"] = [{"if": {"properties": {"kind": {"const": k}}}, "then": {"properties": {"fields": {"$ref": f"#/$defs/fields_{k}"}}}} for k in kinds]
     defs["event"] = event
     return {**base, "$defs": defs}
 
