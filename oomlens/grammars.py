@@ -14,6 +14,10 @@ A family is one file `grammars/<name>.lark` plus one transformer module
                                    then (an exception's class, a rank tag): looked for only just
                                    before a start found (repeatable)
     //! continue: <regex>          a following peeled line that belongs to the block (repeatable)
+    //! after: <regex>             a following peeled line belongs to the block, whatever it
+                                   holds, right after a line of the block this matches (a
+                                   traceback's code under its `File` line: indented as written,
+                                   but a collector may have trimmed it)
     //! back: <regex>              a preceding peeled line that belongs to the block when a start
                                    may stand below the lines it follows (repeatable): a paste that
                                    kept a table's rows but not its title
@@ -119,6 +123,7 @@ class Family:
     samples: list[Sample] = field(default_factory=list)
     ends: re.Pattern[str] | None = None
     back: re.Pattern[str] | None = None
+    after: re.Pattern[str] | None = None  # a line after one this matches continues the block, whatever it holds
     shapes: dict[str, tuple[Any, bool]] | None = None  # the shape cache, for families that opt in
     reduce: re.Pattern[str] | None = None  # a line's start that makes it read as its kept parts
     keep: re.Pattern[str] | None = None
@@ -397,6 +402,7 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
     leads: list[str] = []
     continues: list[str] = []
     ends: list[str] = []
+    afters: list[str] = []
     backs: list[str] = []
     max_lines = 1
     shapes = False
@@ -427,6 +433,8 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
             ends.append(value)
         elif key == "back":
             backs.append(value)
+        elif key == "after":
+            afters.append(value)
         elif key == "max_lines":
             max_lines = int(value)
         elif key == "cache":
@@ -457,6 +465,7 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
         samples=samples,
         ends=re.compile("|".join(f"(?:{e})" for e in ends)) if ends else None,
         back=re.compile("|".join(f"(?:{b})" for b in backs)) if backs else None,
+        after=re.compile("|".join(f"(?:{a})" for a in afters)) if afters else None,
         shapes={} if shapes else None,
         reduce=reduce if keep is not None else None,
         keep=keep,

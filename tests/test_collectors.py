@@ -67,20 +67,7 @@ def facts(diagnosis) -> tuple:
 PLAIN = {path: facts(analyze(str(path), jobs=1)) for path in CONSOLES}
 
 
-TRIMMED = "logcli trims every line (strings.TrimSpace): the indentation that tells a report's lines apart is gone"
-KNOWN = {
-    ("ray2.60-a0-task-oom-infinite-retries", "logcli"): TRIMMED,
-    ("ray2.60-n-kernel-oom-task", "logcli"): TRIMMED,
-    ("ray2.60-r-kernel-oom-restartable-actor", "logcli"): TRIMMED,
-}
-# not strict: the property draws the stamps' spacing and docker's cut, and a draw may read right
-CASES = [
-    pytest.param(
-        c, col, id=f"{c.parent.name}-{col}", marks=[pytest.mark.xfail(reason=KNOWN[c.parent.name, col], strict=False)] if (c.parent.name, col) in KNOWN else []
-    )
-    for c in CONSOLES
-    for col in COLLECTORS
-]
+CASES = [pytest.param(c, col, id=f"{c.parent.name}-{col}") for c in CONSOLES for col in COLLECTORS]
 
 
 @pytest.mark.parametrize(("console", "collector"), CASES)
