@@ -309,8 +309,10 @@ def _write(diagnosis: Diagnosis, fmt: str, filters: Filters, color: str) -> None
     elif fmt == "jsonl":
         import orjson
 
+        from .outputs.json import escaped
+
         for event in diagnosis.events:
-            sys.stdout.buffer.write(orjson.dumps(event.to_dict()) + b"\n")
+            sys.stdout.buffer.write(escaped(orjson.dumps(event.to_dict())) + b"\n")
     elif fmt == "markdown":
         from .outputs.markdown import render
 
@@ -398,6 +400,8 @@ def _watch_writer(fmt: str) -> Callable[[dict], None]:
     for people (outputs/table.watch_text)."""
     import orjson
 
+    from .outputs.json import escaped
+
     if fmt == "text" or (fmt == "auto" and sys.stdout.isatty()):
         from .outputs import terminal
         from .outputs.table import watch_text
@@ -411,7 +415,7 @@ def _watch_writer(fmt: str) -> Callable[[dict], None]:
         return text
 
     def jsonl(line: dict) -> None:
-        sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
+        sys.stdout.buffer.write(escaped(orjson.dumps(line)) + b"\n")
         sys.stdout.flush()
 
     return jsonl

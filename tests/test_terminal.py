@@ -308,3 +308,25 @@ def test_the_verdict_and_markdown_name_every_worker_ray_killed(tmp_path):
         assert f"| {k['pid']} | {gib(k['bytes'], unit=False)} | `{k['name']}` |" in md
     evidence = contract(log)["incidents"][0]["evidence"]
     assert f"Ray killed {named}: the 2 workers it picked, not necessarily the one that used the memory" in evidence
+
+
+UNSAFE_CHARS = ["\x7f", "\x85", "\x9b", "\u061c", "\u200e", "\u200f", "\u202a", "\u202e", "\u2066", "\u2069"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_json_carries_no_character_a_terminal_acts_on_and_means_the_same(tmp_path, fmt):
+    """A log line with C1 controls and bidi overrides in it (a Trojan Source name, a C1 CSI):
+    `--format json` and `jsonl` write each as its \\u escape, never raw, and the document
+    still reads to the very same strings."""
+    name = "Reward" + "".join(UNSAFE_CHARS) + "Model"
+    log = tmp_path / "driver.log"
+    log.write_text(
+        f"(WorkerDict pid=7) memory allocated (GB): 1.50, memory reserved (GB): 2.50\n"
+        f"ray.exceptions.RayTaskError(ValueError): ray::{name}.score() (pid=7, ip=10.0.0.1)\n",
+        encoding="utf-8",
+    )
+    out = CliRunner().invoke(main, ["parse", str(log), "--format", fmt], catch_exceptions=False).stdout_bytes
+    assert not any(c.encode() in out for c in UNSAFE_CHARS)
+    docs = [json.loads(out)] if fmt == "json" else [json.loads(line) for line in out.splitlines()]
+    texts = [e["text"] for d in docs for e in (d["events"] if fmt == "json" else [d])]
+    assert any(name in t for t in texts)

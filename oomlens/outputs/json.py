@@ -3,11 +3,23 @@ json` prints it and `Diagnosis.to_dict()` returns it."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, BinaryIO
 
 from .. import collector
 from ..correlate import Incident
 from ..diagnosis import CONTRACT_VERSION, Diagnosis
+
+# DEL, the C1 controls and the bidi controls (U+061C, U+200E/F, U+202A-E, U+2066-9), as UTF-8:
+# valid raw in a JSON string, but a terminal acts on them (a C1 CSI, a Trojan Source reordering).
+# Lead bytes all, never inside another character: written as \u escapes, the same string.
+UNSAFE = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def escaped(data: bytes) -> bytes:
+    """JSON text with every character a terminal would act on written as its \\u escape."""
+    return UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), data)
+
 
 EVENTS_PER_WRITE = 256  # write(): small enough that each slice's dicts reuse the last one's memory
 SLICE_OPEN, SLICE_CLOSE = b'{\n  "events": [\n', b"\n  ]\n}"  # around a slice of events, indented
@@ -56,7 +68,7 @@ def write(diagnosis: Diagnosis, stream: BinaryIO) -> None:
     as much again in fresh memory, which takes longer to get than to fill."""
     import orjson
 
-    head = orjson.dumps(_contract(diagnosis, []), option=orjson.OPT_INDENT_2)
+    head = escaped(orjson.dumps(_contract(diagnosis, []), option=orjson.OPT_INDENT_2))
     # the first '"events": [' is the key: a quote inside a string is escaped
     cut = head.index(b'"events": [') + len(b'"events": [')
     stream.write(head[:cut])
@@ -64,7 +76,7 @@ def write(diagnosis: Diagnosis, stream: BinaryIO) -> None:
         for start in range(0, len(diagnosis.events), EVENTS_PER_WRITE):
             events = [e.to_dict() for e in diagnosis.events[start : start + EVENTS_PER_WRITE]]
             # under an "events" key, as in the document, the events are indented as there
-            part = orjson.dumps({"events": events}, option=orjson.OPT_INDENT_2)
+            part = escaped(orjson.dumps({"events": events}, option=orjson.OPT_INDENT_2))
             stream.write(b",\n" if start else b"\n")
             stream.write(memoryview(part)[len(SLICE_OPEN) : -len(SLICE_CLOSE)])
     stream.write(b"\n  " + head[cut:] if diagnosis.events else head[cut:])
