@@ -120,7 +120,7 @@ class Blocks:
                 blanks += 1
                 if blanks > 2:
                     break
-            elif fam.continues.match(line.text) or (fam.after is not None and fam.after.match(texts[-1])):
+            elif fam.continues.match(line.text) or (fam.after is not None and fam.after.match(texts[-1]) and not fam.start.search(line.text)):
                 texts.extend("" for _ in range(blanks))
                 blanks = 0
                 texts.append(line.text)

@@ -15,9 +15,9 @@ A family is one file `grammars/<name>.lark` plus one transformer module
                                    before a start found (repeatable)
     //! continue: <regex>          a following peeled line that belongs to the block (repeatable)
     //! after: <regex>             a following peeled line belongs to the block, whatever it
-                                   holds, right after a line of the block this matches (a
-                                   traceback's code under its `File` line: indented as written,
-                                   but a collector may have trimmed it)
+                                   holds but a start of its own, right after a line of the block
+                                   this matches (a traceback's code under its `File` line:
+                                   indented as written, but a collector may have trimmed it)
     //! back: <regex>              a preceding peeled line that belongs to the block when a start
                                    may stand below the lines it follows (repeatable): a paste that
                                    kept a table's rows but not its title
