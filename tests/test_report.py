@@ -430,3 +430,18 @@ def test_plotly_inline_or_from_its_cdn(tmp_path):
     assert csp_of(cdn)["default-src"] == csp_of(inline)["default-src"] == ["'none'"]
     assert figures_of(cdn) == figures_of(inline)
     assert CliRunner().invoke(main, ["report", source, "--plotly", "web"]).exit_code == 2
+
+
+def test_a_time_a_line_did_not_print_is_told_as_the_interval_its_neighbours_bound(tmp_path):
+    """A failure on a line that printed no time lies between the stamps around it: the
+    report's rows and hovers and the markdown table say "between A and B", never a lower
+    bound marked with a sign."""
+    diagnosis = analyze(str(SESSIONS / "ray2.60-v-vllm-cpu-kv-cache"), jobs=1)
+    inferred = [e for e in diagnosis.events if e.time_inferred and e.time_latest and e.time_latest != e.time]
+    assert inferred
+    page = diagnosis.to_html(tmp_path / "r.html").read_text(encoding="utf-8")
+    rows = re.findall(r'<tr class="row"[^>]*><td>[^<]*</td><td>([^<]*)</td>', page)
+    assert not [r for r in rows if r.endswith("~")]
+    assert any(r.startswith("between ") for r in rows)
+    table = diagnosis.to_markdown()
+    assert "between " in table and "~ |" not in table

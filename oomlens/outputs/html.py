@@ -41,7 +41,7 @@ from ..correlate import Incident
 from ..envelopes import ANSI
 from ..events import Event
 from ..kinds import Kinds
-from ..text import GIB, gib
+from ..text import GIB, gib, when as in_words
 from ..timeline import Sample
 from .table import summary as event_summary
 from .verdict import ends, framework_words, listed_ends
@@ -88,10 +88,14 @@ def script_json(data: Any) -> str:
     return text
 
 
-def _clock(time: str | None, inferred: bool = False) -> str:
-    if not time:
-        return "no time"
-    return time.replace("T", " ") + ("~" if inferred else "")
+def _clock(time: str | None) -> str:
+    return time.replace("T", " ") if time else "no time"
+
+
+def _when(event: Event) -> str:
+    """An event's time in words (text.when): its stamp, or for a line that printed none the
+    interval its neighbours bound ("between 03:33:59 and 03:44:22")."""
+    return in_words(event.time, event.time_latest, event.time_inferred) or "no time"
 
 
 def _short(text: str | None, width: int = 48) -> str:
@@ -606,7 +610,7 @@ def _sample_hover(s: Sample, event: Event | None, place: Place | None = None) ->
 
 
 def _event_hover(event: Event, kinds: Kinds) -> str:
-    head = f"{event.id} {kinds.label(event.kind, event.device)} · {_clock(event.time, event.time_inferred)} · {_source(event)}"
+    head = f"{event.id} {kinds.label(event.kind, event.device)} · {_when(event)} · {_source(event)}"
     return f"<b>{plain(head)}</b><br>{plain(_short(event_summary(event, kinds), HOVER_WIDTH))}<br><br>{_hover_block(event.text)}"
 
 
@@ -791,7 +795,7 @@ def _cascade_html(incident: Incident, kinds: Kinds, shown: dict[str, str]) -> st
         ranks = {e.rank for e in members if e.rank is not None}
         pids = {e.pid for e in members if e.pid is not None}
         who = f"rank{'s' if len(ranks) > 1 else ''} {_spans(ranks)}" if ranks else f"pid{'s' if len(pids) > 1 else ''} {_spans(pids)}" if pids else ""
-        times = sorted(_clock(e.time, e.time_inferred) for e in members if e.time)
+        times = sorted(_clock(e.time) for e in members if e.time)
         when = "" if not times else times[0] if times[0] == times[-1] else f"{times[0]} – {times[-1][11:] if times[0][:10] == times[-1][:10] else times[-1]}"
         head = (
             f"{len(members)} × {kinds.label(kind, members[0].device)}"
@@ -804,7 +808,7 @@ def _cascade_html(incident: Incident, kinds: Kinds, shown: dict[str, str]) -> st
             continue
         lines = []
         for event in members:
-            text = f"{_clock(event.time, event.time_inferred)} — {_who(event) or kinds.label(event.kind, event.device)}"
+            text = f"{_when(event)} — {_who(event) or kinds.label(event.kind, event.device)}"
             lines.append(f"<li>{esc(text)} {_link(event, shown)}</li>")
         items.append(f'<li><details><summary>{esc(head)}</summary><ul class="members">{"".join(lines)}</ul></details></li>')
     return f'<h3>The cascade: {len(incident.cascade)} failure(s) this root caused</h3><ul class="cascade">{"".join(items)}</ul>'
@@ -840,7 +844,7 @@ def _events_html(diagnosis: Diagnosis) -> str:
         more = f" (+{len(e.sources) - 1})" if len(e.sources) > 1 else ""
         bodies.append(
             f'<tbody id="event-{esc(e.id)}" data-order="{n}" data-time="{esc(e.time or "")}" data-kind="{e.kind}" data-node="{esc(e.node or "")}">'
-            f'<tr class="row" tabindex="0" aria-expanded="false"><td>{esc(e.id)}</td><td>{esc(_clock(e.time, e.time_inferred))}</td>'
+            f'<tr class="row" tabindex="0" aria-expanded="false"><td>{esc(e.id)}</td><td>{esc(_when(e))}</td>'
             f"<td>{esc(diagnosis.kinds.label(e.kind, e.device))}</td><td>{esc(e.node or '')}</td><td>{esc(_who(e))}</td><td>{esc(event_summary(e, diagnosis.kinds))}</td>"
             f'<td><code class="src" title="{esc(_source(e))}">{esc(shown.get(e.source.path, e.source.path))}:{e.source.line}</code>{more}</td></tr>'
             f'<tr class="raw" hidden><td colspan="7"><div>Read from:</div><ul class="sources">{sources}</ul><pre>{esc(clean(e.text))}</pre></td></tr></tbody>'
@@ -850,7 +854,7 @@ def _events_html(diagnosis: Diagnosis) -> str:
         f'<select id="kind"><option value="">every kind</option>{options}</select> <span id="count"></span></div>'
         '<div class="wide"><table id="event-table"><thead><tr><th data-sort="order">#</th><th data-sort="time">time</th><th data-sort="kind">kind</th>'
         '<th data-sort="node">node</th><th>process</th><th>what</th><th>source (file:line)</th></tr></thead>'
-        f'{"".join(bodies)}</table></div><p class="note">Click a row for its raw log block. Times ending in ~ are inferred (a lower bound).</p></section>'
+        f'{"".join(bodies)}</table></div><p class="note">Click a row for its raw log block. A line that printed no time is placed between the times of the lines around it.</p></section>'
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from ..diagnosis import Diagnosis
-from ..text import gib
+from ..text import gib, when
 from .filters import Filters, listing
 from .table import left_out
 from .verdict import all_clear, framework_words, nothing_read
@@ -142,7 +142,7 @@ def render(diagnosis: Diagnosis, filters: Filters | None = None) -> str:
         for e, node in chosen.rows[:MAX_ROWS]:
             who = ".".join(p for p in (e.actor, e.method) if p)
             out.append(
-                f"| {_cell(e.id)} | {_cell(e.time)} | {_cell(e.kind)} | {_cell(node)} | {_cell(e.pid)} | {_cell(who)} | {_code(f'{e.source.path}:{e.source.line}', cell=True)} |"
+                f"| {_cell(e.id)} | {_cell(when(e.time, e.time_latest, e.time_inferred) or None)} | {_cell(e.kind)} | {_cell(node)} | {_cell(e.pid)} | {_cell(who)} | {_code(f'{e.source.path}:{e.source.line}', cell=True)} |"
             )
     notes = [f"{len(chosen.rows) - MAX_ROWS:,} more event(s) not shown here: --format json has every one"] if len(chosen.rows) > MAX_ROWS else []
     notes += left_out(chosen, len(chosen.rows), any(e.kind in diagnosis.kinds.memory_lines for e, _ in chosen.rows))
