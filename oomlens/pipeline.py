@@ -22,7 +22,7 @@ from .progress import Tick, counted
 from .reduce import BUCKETS, NOTHING, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
-from .sources import BOM, ENCODED, Input, Text, compressed, discover, error_line, marks_in, reopen, session_start
+from .sources import BOM, ENCODED, Input, Text, compressed, discover, document_of, error_line, marks_in, reopen, session_start
 from .times import YEAR, Stamp, first_stamp
 
 if TYPE_CHECKING:
@@ -282,7 +282,8 @@ def _ranges(item: Input, jobs: int) -> tuple[list[tuple[int, int, int, int]], in
             size = os.fstat(fh.fileno()).st_size
             head = fh.read(LAYOUT_HEAD)
             # compressed or UTF-16 text is read by one, and so is a hole
-            encoded = head.startswith((*ENCODED, b"\0")) or compressed(head) or collector_of(head.lstrip(BOM)) is not None  # a collector's records: read by one
+            records = head.lstrip(BOM)  # a collector's records, one a line or in one JSON document: read by one
+            encoded = head.startswith((*ENCODED, b"\0")) or compressed(head) or collector_of(records) is not None or document_of(records)
             if encoded or blanks_added(head) is not None or stamped_later(head) or newest_first(head) or wrap_layout(head, False):
                 return None
             cuts = [0]

@@ -28,6 +28,7 @@ import codecs
 import errno
 import io
 import itertools
+import json
 import lzma
 import os
 import posixpath
@@ -472,7 +473,8 @@ def _file(path: str, named: bool = True, at: str | None = None, pick: Pick | Non
             collector = None
             if not _is_tar(head) and not head.startswith(ZIP_MAGIC):
                 text = _unmarked(stream, RECORDS_HEAD)
-                collector = collector_of(text.peek(RECORDS_HEAD)[:RECORDS_HEAD])
+                records = text.peek(RECORDS_HEAD)[:RECORDS_HEAD]
+                collector = collector_of(records) or (DOCUMENT if document_of(records) else None)
                 head = _head(text, probe)
     except OSError as err:
         yield Input(path, problems=[f"cannot read ({_reason(err)}): nothing read"], session=at)
@@ -826,6 +828,28 @@ def compressed(head: bytes) -> bool:
 
 SNIFFED = "sniff"  # as_text: look at the head for a collector's records
 
+DOCUMENT = "document"  # as_text: a collector's records in one JSON document (Document)
+# where a document's records begin: a top-level array (gcloud logging read --format json), or the
+# array an export's object holds them in (aws logs filter-log-events: "events"; get-log-events and
+# a CloudWatch export: "logEvents"; the Logging API's entries.list: "entries")
+_DOCUMENT_START = re.compile(r'\A\s*(?:\[|\{[^\[]*?"(?:events|logEvents|entries)"\s*:\s*\[)')
+MAX_DOCUMENT_RECORD = 1 << 20  # a record longer than this, still unparsed: the document is read no further
+
+
+def document_of(head: bytes) -> bool:
+    """Whether a head opens one JSON document of a collector's records: its first record,
+    read whole, is one a collector of the table reads (a pretty-printed array of objects
+    that are no records stays a plain text)."""
+    text = head.decode("utf-8", "replace")
+    m = _DOCUMENT_START.match(text)
+    if m is None:
+        return False
+    try:
+        first, _ = json.JSONDecoder().raw_decode(text, m.end() + len(text[m.end() :]) - len(text[m.end() :].lstrip()))
+    except ValueError:
+        return False
+    return isinstance(first, dict) and collector_of(json.dumps(first).encode() + b"\n") is not None
+
 
 def _unmarked(stream: io.BufferedReader, size: int) -> io.BufferedReader:
     """Text over `stream`, buffered by `size` bytes (what a peek may see)."""
@@ -844,12 +868,17 @@ def utf16(head: bytes) -> bool:
 
 def as_text(stream: io.BufferedReader, collector: Collector | str | None = SNIFFED) -> io.BufferedReader:
     """A stream's text as the scan reads it: UTF-8 with no byte-order mark (Text), and a
-    collector's records (docker's json-file, journald's, a cloud's: envelopes.collector_of)
-    read as the lines they hold; `collector` when a sniff of the same file told it already
-    (a file is then read as far as its first read asks, no further). Read after text_stream
-    and its sniff of an archive: an archive's bytes are never touched."""
+    collector's records (docker's json-file, journald's, a cloud's: envelopes.collector_of),
+    one a line or in one JSON document (DOCUMENT), read as the lines they hold; `collector`
+    when a sniff of the same file told it already (a file is then read as far as its first
+    read asks, no further). Read after text_stream and its sniff of an archive: an archive's
+    bytes are never touched."""
     text = _unmarked(stream, RECORDS_HEAD if collector == SNIFFED else STEP)
     if collector == SNIFFED:
+        head = text.peek(RECORDS_HEAD)[:RECORDS_HEAD]
+        collector = collector_of(head) or (DOCUMENT if document_of(head) else None)
+    if collector == DOCUMENT:
+        text = cast(io.BufferedReader, io.BufferedReader(Document(text), STEP))
         collector = collector_of(text.peek(RECORDS_HEAD)[:RECORDS_HEAD])
     return io.BufferedReader(Records(text, collector)) if isinstance(collector, Collector) else text
 
@@ -997,6 +1026,59 @@ class Records(Wrapping):
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         if self.at >= len(self.out):
             self.out, self.at = b"".join(itertools.islice(self.lines, 256)), 0
+        got = min(len(buffer), len(self.out) - self.at)
+        buffer[:got] = self.out[self.at : self.at + got]
+        self.at += got
+        return got
+
+
+class Document(Wrapping):
+    """The records of one JSON document (see _DOCUMENT_START), one compact JSON object a
+    line, as a collector writes them one a line; read a record at a time, never whole."""
+
+    inner: io.BufferedReader
+
+    def __init__(self, inner: io.BufferedReader) -> None:
+        self.inner, self.decoder = inner, json.JSONDecoder()
+        self.utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self.buf, self.pos, self.begun, self.ended = "", 0, False, False
+        self.out, self.at = b"", 0
+
+    def _more(self) -> bool:
+        chunk = self.inner.read(1 << 16)
+        self.buf = self.buf[self.pos :] + self.utf8.decode(chunk, final=not chunk)
+        self.pos = 0
+        return bool(chunk)
+
+    def _record(self) -> bytes | None:
+        while not self.begun:
+            m = _DOCUMENT_START.match(self.buf)
+            if m is not None:
+                self.pos, self.begun = m.end(), True
+            elif not self._more() or len(self.buf) > MAX_DOCUMENT_RECORD:
+                return None
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n,":
+                self.pos += 1
+            if self.pos < len(self.buf):
+                if self.buf[self.pos] == "]":
+                    return None
+                try:
+                    record, self.pos = self.decoder.raw_decode(self.buf, self.pos)
+                except ValueError:
+                    pass  # cut by the read: more of it, unless the document ends or the record is past any record
+                else:
+                    return json.dumps(record, ensure_ascii=False).encode() + b"\n"
+            if len(self.buf) - self.pos > MAX_DOCUMENT_RECORD or not self._more():
+                return None
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while self.at >= len(self.out) and not self.ended:
+            record = self._record()
+            if record is None:
+                self.ended = True
+            else:
+                self.out, self.at = record, 0
         got = min(len(buffer), len(self.out) - self.at)
         buffer[:got] = self.out[self.at : self.at + got]
         self.at += got

@@ -174,3 +174,44 @@ def test_a_head_within_one_line_docker_cut_is_read_as_its_pieces():
     assert [ln.rstrip("\n").rsplit(" ", 1)[-1] for ln in lines] == [long, "after"]
     same = [json.dumps({"log": "w" * 40, "stream": "stderr", "time": "2026-03-12T11:17:34Z"}) for _ in range(5)]
     assert not collector_of(("\n".join(same) + "\n").encode()).unended  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("collector, document", [("gcp_logging", "array"), ("cloudwatch", "events"), ("cloudwatch", "logEvents"), ("ecs", "array")])
+@pytest.mark.parametrize("console", CONSOLES[:: max(1, len(CONSOLES) // 4)], ids=lambda p: p.parent.name)
+def test_a_console_exported_as_one_json_document_reads_as_the_plain_one(tmp_path, console, collector, document):
+    """`gcloud logging read --format json` writes one pretty-printed JSON array of entries;
+    `aws logs filter-log-events` an object whose "events" holds them (a CloudWatch export's
+    "logEvents"): the records are read one at a time, as their one-a-line forms are."""
+    records = [json.loads(line) for line in record(console.read_bytes(), collector).decode().splitlines()]
+    whole = records if document == "array" else {document: records, "searchedLogStreams": []}
+    shipped = tmp_path / "export.json"
+    shipped.write_text(json.dumps(whole, indent=2, ensure_ascii=False), encoding="utf-8")
+    diagnosis = analyze(str(shipped), jobs=2)
+    assert facts(diagnosis) == PLAIN[console]
+    assert not diagnosis.problems
+
+
+def test_a_json_document_cut_short_keeps_what_it_holds_and_one_of_no_records_stays_text(tmp_path):
+    said = "(raylet) A worker died or was killed while executing a task by an unexpected system error."
+    records = [{"textPayload": said, "timestamp": "2026-03-12T11:17:34Z", "severity": "DEFAULT", "resource": {"type": "k8s_container"}}] * 3
+    text = json.dumps(records, indent=2)
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: text.rindex("{") + 20])  # the third record cut in its middle
+    assert [e.kind for e in analyze(str(cut), jobs=1).events] == ["ray_worker_died"] * 2
+    config = tmp_path / "config.json"  # a document of objects no collector writes: its text, as it stands
+    config.write_text(json.dumps([{"note": "rank 0 failed: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)"}], indent=2))
+    assert [e.kind for e in analyze(str(config), jobs=1).events] == ["cuda_oom"]
+
+
+def test_a_json_document_is_read_by_one_process(tmp_path, monkeypatch):
+    """A document's records are not cut at line breaks: its byte ranges would start inside
+    one record, so a big document is never read in ranges."""
+    from oomlens import pipeline
+    from oomlens.sources import discover
+
+    entry = {"textPayload": "step 1 done " + "x" * 200, "timestamp": "2026-03-12T11:17:34Z", "severity": "DEFAULT", "resource": {"type": "k8s_container"}}
+    shipped = tmp_path / "export.json"
+    shipped.write_text(json.dumps([entry] * 20000, indent=2))
+    monkeypatch.setattr(pipeline, "RANGE_MIN", 1 << 19)
+    [item] = discover([str(shipped)])
+    assert item.size > 4 * pipeline.RANGE_MIN and pipeline._ranges(item, 3) is None
