@@ -33,9 +33,11 @@ import lzma
 import os
 import posixpath
 import re
+import shutil
 import stat
 import sys
 import tarfile
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -530,8 +532,8 @@ def _stream(name: str, opener: Callable[[], BinaryIO], pick: Pick | None = None,
         yield from _archive(item, lambda: stream, pick)
         return
     if head.startswith(ZIP_MAGIC):
-        item.problems.append("zip archive read as a stream: not read (give it as a file; a zip's index is at its end)")
-        yield item
+        item.role = "other"
+        yield from _zip(item, pick, _spooled(cast(BinaryIO, stream)))
         return
     stream = as_text(stream)
     if is_binary(_head(stream, item)):
@@ -603,6 +605,9 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None =
                 inner = cast(BinaryIO, stream)
                 yield from _archive(item, lambda: inner, pick, depth + 1)  # noqa: B023 - read before the loop goes on
                 continue
+            if head.startswith(ZIP_MAGIC) and depth < MAX_NESTED:  # a node's zip in a bundle
+                yield from _zip(item, pick, _spooled(cast(BinaryIO, stream)))
+                continue
             if not _is_tar(head) and not head.startswith(ZIP_MAGIC):
                 stream = as_text(stream)
                 head = stream.peek(NODE_HEAD)
@@ -613,7 +618,7 @@ def _archive(archive: Input, opener: Callable[[], BinaryIO], pick: Pick | None =
                     earlier.node = _nearest(nodes, where) or earlier.node
             members.append((folder, item))
             if is_binary(head[:SNIFF] or bytes(min(item.hole, SNIFF))):
-                item.problems.append("zip archive inside an archive: not read" if head.startswith(ZIP_MAGIC) else "binary file (not text): not read")
+                item.problems.append("binary file (not text): not read")
             else:  # even when cut: what came before the cut is read
                 _tell_hole(item, item.hole)
                 item.opener = lambda s=stream: s
@@ -642,12 +647,22 @@ def _link(member: tarfile.TarInfo, name: str, session: str | None, read: set[str
     return Input(name, problems=["archive member is a special file (a device or a pipe): not read"], session=session)
 
 
-def _zip(archive: Input, pick: Pick | None = None) -> Iterator[Input]:
-    """Members of a zip file on disk, as a tar's are read (zipfile needs to seek: its index
-    is at its end): each decompressed as a stream, stopped past the bomb ratio to the
-    compressed size its index declares."""
+def _spooled(stream: BinaryIO) -> BinaryIO:
+    """A zip read from a stream (standard input, a member of a tar) in a temporary file:
+    zipfile seeks, its index being at its end. The stream's own limits (an archive member's
+    bomb ratio) bound what is copied."""
+    spool = tempfile.TemporaryFile()
+    shutil.copyfileobj(stream, spool, STEP * 8)
+    spool.seek(0)
+    return cast(BinaryIO, spool)
+
+
+def _zip(archive: Input, pick: Pick | None = None, fileobj: BinaryIO | None = None) -> Iterator[Input]:
+    """Members of a zip file on disk (or in `fileobj`, a spooled stream), as a tar's are read
+    (zipfile needs to seek: its index is at its end): each decompressed as a stream, stopped
+    past the bomb ratio to the compressed size its index declares."""
     try:
-        zf = zipfile.ZipFile(archive.path)
+        zf = zipfile.ZipFile(fileobj if fileobj is not None else archive.path)
     except (*DECODE_ERRORS, ValueError) as err:
         archive.problems.append(f"unreadable zip archive: {error_line(err, named=False)}")
         yield archive

@@ -10,6 +10,7 @@ import gzip
 import io
 import lzma
 import os
+import sys
 import tarfile
 import zipfile
 from collections import Counter
@@ -229,3 +230,20 @@ def test_garbage_that_begins_as_a_utf16_mark_is_no_utf16(tmp_path):
     from it, so the log after it is read as UTF-8."""
     (tmp_path / "driver-console.log").write_bytes(b"\xff\xfe\xfd binary garbage \x80\x81\n" + CONSOLE.read_bytes())
     assert facts(analyze(str(tmp_path / "driver-console.log"), jobs=1)) == PLAIN
+
+
+def test_a_zip_inside_a_tar_and_a_zip_on_standard_input_are_read_member_by_member(tmp_path, monkeypatch):
+    """A bundle of per-node zips (a tar of them), and a zip piped in: zipfile seeks, so each
+    is spooled to a temporary file first (within the member's bomb limits), then read as a
+    zip file on disk is."""
+    with zipfile.ZipFile(tmp_path / "node.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in FILES.items():
+            zf.writestr(name, data)
+    with tarfile.open(tmp_path / "bundle.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "node.zip", arcname="node-1/node.zip")
+    bundled = analyze(str(tmp_path / "bundle.tar.gz"), jobs=1)
+    assert {i.path.split(":", 2)[2] for i in bundled.inputs if i.path.count(":") == 2} == set(FILES)
+    assert facts(bundled) == FOLDER[0] and not bundled.problems
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((tmp_path / "node.zip").read_bytes())))
+    piped = analyze("-", jobs=1)
+    assert facts(piped) == FOLDER[0] and not piped.problems
