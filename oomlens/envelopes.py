@@ -337,6 +337,7 @@ class Collector:
     peel: bool  # read where it stands, a line at a time (Ray's own records), not by the stream
     samples: tuple[dict, ...]
     piece: int = 0  # unended: the bytes of text a piece holds (docker's 16 KiB), each but the last
+    continued: tuple[tuple[str, str], ...] = ()  # (field, value): a record so marked goes on in the next (journald's LineMax)
 
 
 def _collectors() -> tuple[Collector, ...]:
@@ -365,6 +366,7 @@ def _collectors() -> tuple[Collector, ...]:
             r.get("peel", False),
             tuple(r.get("sample", ())),
             r.get("piece", 0),
+            tuple(r.get("continued", {}).items()),
         )
         for r in load("envelopes.toml")["record"]
     )
@@ -487,7 +489,7 @@ def read_record(c: Collector, raw: str) -> Record | None:
         if c.escaped:
             text = text.replace("\\n", "\n").replace("\\t", "\t")
         found = _facts(c, record, text)
-        found.ended = not c.unended or text.endswith("\n")
+        found.ended = (not c.unended or text.endswith("\n")) and not _continued(c, record)
         return found
     if c.form == "line" and c.pattern is not None:
         m = c.pattern.match(raw)
@@ -580,8 +582,9 @@ def unwrapped(c: Collector, lines: Iterator[bytes]) -> Iterator[bytes]:
                 pending = None
             yield raw if raw.endswith(b"\n") else raw + b"\n"
             continue
-        if pending is not None:
+        if pending is not None:  # the line goes on: its first piece's facts, its last piece's end
             pending.text += found.text
+            pending.ended = found.ended
             found, pending = pending, None
         if found.ended or len(found.text) > MAX_RECORD:
             yield from _encoded(found)
@@ -613,23 +616,38 @@ def _csv_lines(c: Collector, lines: Iterator[bytes]) -> Iterator[bytes]:
         return
 
 
+def _continued(c: Collector, record: dict[str, Any]) -> bool:
+    """Whether a record says its line goes on in the next (`continued` of envelopes.toml)."""
+    return any(_at(record, name) == value for name, value in c.continued)
+
+
 def _export_lines(lines: Iterator[bytes]) -> Iterator[bytes]:
     """journalctl -o export: an entry is `FIELD=value` lines up to a blank one; a field whose
     value is not text (a line break in it, or bytes) is its name, a line break, its length
     as 64 bits little-endian, the bytes and a line break (systemd's Journal Export Format).
-    A message of several lines is each of them, with the entry's time and host."""
+    A message of several lines is each of them, with the entry's time and host; a line
+    journald split at LineMax is joined again (`continued`)."""
     entry: dict[str, Any] = {}
     stream = _Joined(lines)
     c = RECORD_BY_NAME["journald_export"]
+    pending: Record | None = None
     while True:
         raw = stream.readline()
         if not raw or raw == b"\n":
             if entry:
                 text = _text(_first(entry, c.line))
                 if text is not None:
-                    yield from _encoded(_facts(c, entry, text))
+                    found = _facts(c, entry, text)
+                    if pending is not None:
+                        pending.text += found.text
+                        found = pending
+                    pending = found if _continued(c, entry) and len(found.text) <= MAX_RECORD else None
+                    if pending is None:
+                        yield from _encoded(found)
                 entry = {}
             if not raw:
+                if pending is not None:
+                    yield from _encoded(pending)
                 return
             continue
         name, eq, value = raw.rstrip(b"\n").partition(b"=")

@@ -215,3 +215,15 @@ def test_a_json_document_is_read_by_one_process(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "RANGE_MIN", 1 << 19)
     [item] = discover([str(shipped)])
     assert item.size > 4 * pipeline.RANGE_MIN and pipeline._ranges(item, 3) is None
+
+
+@pytest.mark.parametrize("collector", ["docker_json", "journald_json", "journald_export"])
+def test_a_line_cut_in_pieces_ends_with_its_last_piece_and_the_next_keeps_its_own_time(collector):
+    """docker's 16 KiB pieces and journald's LineMax pieces (_LINE_BREAK=line-max) make one
+    line, with its first piece's time; the line after it is a line of its own, at its own time."""
+    data = record(b"x" * 40 + b"\n(raylet) next line\n", collector, step_ms=1000, piece=16)
+    c = collector_of(data[: 1 << 16])
+    assert c is not None
+    lines = [ln.decode() for ln in unwrapped(c, iter(ln + b"\n" for ln in data.split(b"\n")[:-1]))]
+    assert [peel(ln).text for ln in lines] == ["x" * 40, "next line"]
+    assert [shown(peel(ln).stamp)[-6:-4] for ln in lines] == ["00", "01"]  # 11:00:00 and 11:00:01

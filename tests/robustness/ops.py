@@ -106,10 +106,23 @@ def _text(line: bytes) -> str:
     return line.decode("utf-8", "replace")
 
 
+def _line_max(line: bytes, piece: int) -> list[bytes]:
+    """A line as journald stores it: cut every `piece` characters (its LineMax) when it is
+    longer and valid UTF-8, each piece but the last marked _LINE_BREAK=line-max."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return [line]
+    if not piece or len(text) <= piece:
+        return [line]
+    return [text[i : i + piece].encode() for i in range(0, len(text), piece)]
+
+
 def record(data: bytes, collector: str, step_ms: int = 37, piece: int = 0, host: str = "gpu-node-3", pod: str = "raycluster-head-x7k2p") -> bytes:
     """Each line as `collector` writes it (the forms of oomlens/data/envelopes.toml's
     [[record]]): its time `step_ms` after the line before, the pod and host where the form
-    carries them. `piece`: docker cuts a line longer than this many characters in pieces."""
+    carries them. `piece`: docker cuts a line longer than this many characters in pieces, and
+    journald (its LineMax) too, marking each piece but the last _LINE_BREAK=line-max."""
     lines, _ends = _lines(data)
     times = _times(lines, step_ms)
     out: list[str] = []
@@ -123,14 +136,17 @@ def record(data: bytes, collector: str, step_ms: int = 37, piece: int = 0, host:
         return buffer.getvalue().encode("utf-8")
     if collector == "journald_export":
         chunks = []
-        for n, (line, t) in enumerate(zip(lines, times, strict=True)):
+        for n, (whole, t) in enumerate(zip(lines, times, strict=True)):
             micros = int(t.timestamp()) * 1_000_000 + t.microsecond
-            head = f"__CURSOR=s=0;i={n:x}\n__REALTIME_TIMESTAMP={micros}\n_HOSTNAME={host}\nSYSLOG_IDENTIFIER=ray\n".encode()
-            if b"\n" in line or not line.isascii() or any(b < 32 and b != 9 for b in line):  # binary-safe: length, bytes
-                body = b"MESSAGE\n" + struct.pack("<Q", len(line)) + line + b"\n"
-            else:
-                body = b"MESSAGE=" + line + b"\n"
-            chunks.append(head + body + b"\n")
+            for i, line in enumerate(pieces := _line_max(whole, piece)):
+                head = f"__CURSOR=s=0;i={n:x}\n__REALTIME_TIMESTAMP={micros}\n_HOSTNAME={host}\nSYSLOG_IDENTIFIER=ray\n".encode()
+                if i < len(pieces) - 1:
+                    head += b"_LINE_BREAK=line-max\n"
+                if b"\n" in line or not line.isascii() or any(b < 32 and b != 9 for b in line):  # binary-safe: length, bytes
+                    body = b"MESSAGE\n" + struct.pack("<Q", len(line)) + line + b"\n"
+                else:
+                    body = b"MESSAGE=" + line + b"\n"
+                chunks.append(head + body + b"\n")
         return b"".join(chunks)
     for line, t in zip(lines, times, strict=True):
         text = _text(line)
@@ -152,8 +168,12 @@ def record(data: bytes, collector: str, step_ms: int = 37, piece: int = 0, host:
             )
         elif collector == "journald_json":
             micros = int(t.timestamp()) * 1_000_000 + t.microsecond
-            message: Any = text if line.isascii() or "\ufffd" not in text else list(line)
-            out.append(json.dumps({"__REALTIME_TIMESTAMP": str(micros), "_HOSTNAME": host, "SYSLOG_IDENTIFIER": "ray", "MESSAGE": message}))
+            pieces = _line_max(line, piece)
+            for i, part in enumerate(pieces):
+                said = _text(part)
+                message: Any = said if part.isascii() or "\ufffd" not in said else list(part)
+                entry = {"__REALTIME_TIMESTAMP": str(micros), "_HOSTNAME": host, "SYSLOG_IDENTIFIER": "ray", "MESSAGE": message}
+                out.append(json.dumps(entry | ({"_LINE_BREAK": "line-max"} if i < len(pieces) - 1 else {})))
         elif collector == "gcp_logging":
             resource = {"type": "k8s_container", "labels": {"pod_name": pod, "container_name": "ray-head", "namespace_name": "default"}}
             out.append(json.dumps({"textPayload": text, "timestamp": _rfc3339(t), "severity": "DEFAULT", "resource": resource}))
