@@ -6,6 +6,7 @@ import functools
 import hashlib
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -145,6 +146,23 @@ def fingerprint(incident: Incident, framework: str | None) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def named(events: list[Event], clues: list[Clue]) -> None:
+    """Each node by one name: a collector names a record's host (`gpu-node-3`) where Ray's
+    own lines name the node's IP; the lines that carry both (alias clues) tell which host is
+    which IP, and the events and clues named by the host take the IP, in place."""
+    votes: dict[str, Counter[str]] = {}
+    for clue in clues:
+        if clue.kind == "alias":
+            votes.setdefault(clue.fields["host"], Counter())[clue.fields["node"]] += 1
+    if not votes:
+        return
+    ip = {host: counts.most_common(1)[0][0] for host, counts in votes.items()}
+    for event in events:
+        event.node = ip.get(event.node or "", event.node)
+    for clue in clues:
+        clue.node = ip.get(clue.node or "", clue.node)
+
+
 def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue], kinds: Kinds | None = None, sessions: list[str | None] | None = None) -> Diagnosis:
     """Correlate the events, choose remedies and say the verdict.
 
@@ -160,6 +178,7 @@ def diagnose(inputs: list[Input], events: list[Event], clues: list[Clue], kinds:
         raise ValueError(f"event kind(s) {', '.join(unknown)} have no entry in the kinds table (data/kinds.toml or kinds given)")
     with collector.paused():
         events = [copy_of(e) for e in events]
+        named(events, clues)
         clocks = settle(events, clues, inputs)
         ordered, incidents = _correlate_each(events, clues, kinds, sessions)
         number(ordered)

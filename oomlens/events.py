@@ -185,7 +185,8 @@ class Clue:
     node: str | None = None
 
 
-CLUE_KINDS = ("context", "setting", "clock", "evidence")  # evidence: the wording of failures a reduction left out
+# evidence: the wording of failures a reduction left out; alias: a collector's host name for a node's IP
+CLUE_KINDS = ("context", "setting", "clock", "evidence", "alias")
 CONTEXT_BEFORE = 120  # lines of traceback that may precede the line an event was read from
 CONTEXT_AFTER = 40  # lines after it (a remote-task header printed below a CUDA OOM)
 

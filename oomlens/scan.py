@@ -206,6 +206,7 @@ class Scanner:
         self._open: list[weakref.ref[Event]] = []
         self._open_kept = OPEN_MIN  # compact _open when it has grown past this
         self._actor: str | None = None  # the actor or task a worker file announced last
+        self._aliases_told: set[tuple[str, str]] = set()  # (a collector's host, the IP a line of it names)
         self._zones_told: set[int] = set()  # offsets from UTC (minutes) a collector's stamps beside the program's have told
         self._long_lines = 0
         self._counted = (0, 0)  # (offset, line breaks before it) counted in the last chunk
@@ -485,7 +486,14 @@ class Scanner:
             offset = round((datetime.fromisoformat(local) - datetime.fromisoformat(utc)).total_seconds() / 60)
             if offset not in self._zones_told:
                 self._zones_told.add(offset)
-                made.append(Clue("clock", source, {"utc": utc}, local, head.pid, head.actor or actor, head.ip or self.ctx.node))
+                made.append(Clue("clock", source, {"utc": utc}, local, head.pid, head.actor or actor, head.ip or self.ctx.node or head.host))
+        if head.host is not None and head.ip is None and self.ctx.node is None:
+            # a collector's host on a line whose own words name its node's IP (a raylet's own
+            # line: no Ray prefix, which may name another node's worker): one node, two names
+            for node in {d["node"] for d in drafts if d.get("node") and d["node"] != head.host}:
+                if (head.host, node) not in self._aliases_told:
+                    self._aliases_told.add((head.host, node))
+                    made.append(Clue("alias", source, {"host": head.host, "node": node}, None, head.pid, head.actor or actor, node))
         return made
 
     def _event(self, draft: dict, head: Line, stamp: Stamp | None, inferred: bool, actor: str | None, source: Source, raw: str) -> Event | Clue:
@@ -512,14 +520,14 @@ class Scanner:
         if draft["kind"] in CLUE_KINDS:  # a clue's time is its own line's or none: the clock reads it
             if self.layout is not None and self.layout.newest_first:  # read before what lies below it (correlate.Context)
                 fields["newest_first"] = True
-            return Clue(draft["kind"], source, fields, None if inferred else time, pid, actor, head.ip or self.ctx.node)
+            return Clue(draft["kind"], source, fields, None if inferred else time, pid, actor, head.ip or self.ctx.node or head.host)
         return Event(
             kind=draft["kind"],
             source=source,
             text=raw,
             time=time,
             time_inferred=inferred and time is not None and "time" not in draft,
-            node=draft.get("node") or head.ip or self.ctx.node,
+            node=draft.get("node") or head.ip or self.ctx.node or head.host,
             pid=pid,
             actor=draft.get("actor", actor if actor not in ("raylet", "gcs_server") else None),
             method=draft.get("method"),

@@ -227,3 +227,25 @@ def test_a_line_cut_in_pieces_ends_with_its_last_piece_and_the_next_keeps_its_ow
     lines = [ln.decode() for ln in unwrapped(c, iter(ln + b"\n" for ln in data.split(b"\n")[:-1]))]
     assert [peel(ln).text for ln in lines] == ["x" * 40, "next line"]
     assert [shown(peel(ln).stamp)[-6:-4] for ln in lines] == ["00", "01"]  # 11:00:00 and 11:00:01
+
+
+def test_the_host_a_record_names_is_the_node_of_its_lines_and_one_node_keeps_one_name(tmp_path):
+    """One fluent-bit stream of two hosts: each line's events are on the host its record
+    names, unless Ray's prefix names a node's IP; where a raylet's own line names its node's
+    IP on a host's record, that host is that IP (one node, one name)."""
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {n}.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.00 GiB is free."
+    summary = (
+        "(raylet) [2026-03-12 11:17:36,391 E 2105 2105] (raylet) node_manager.cc:3099: 1 Workers (tasks / actors) killed due to memory pressure (OOM), "
+        "0 Workers crashed due to other reasons at node (ID: 5c2b0e1f, IP: 10.0.0.8) over the last time period."
+    )
+    lines = [
+        {"date": 1773314254.5, "log": oom.format(n=1) + "\n", "kubernetes": {"pod_name": "w-a", "host": "gpu-node-a"}},
+        {"date": 1773314255.5, "log": oom.format(n=2) + "\n", "kubernetes": {"pod_name": "w-b", "host": "gpu-node-b"}},
+        {"date": 1773314256.5, "log": "(WorkerDict pid=43, ip=10.0.0.7) " + oom.format(n=3) + "\n", "kubernetes": {"pod_name": "w-b", "host": "gpu-node-b"}},
+        {"date": 1773314257.5, "log": summary + "\n", "kubernetes": {"pod_name": "head", "host": "gpu-node-a"}},
+    ]
+    shipped = tmp_path / "fluent.log"
+    shipped.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    events = analyze(str(shipped), jobs=1).events
+    told = sorted((e.fields["requested_bytes"] >> 30, e.node) for e in events if e.kind == "cuda_oom")
+    assert told == [(1, "10.0.0.8"), (2, "gpu-node-b"), (3, "10.0.0.7")]
