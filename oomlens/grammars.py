@@ -404,6 +404,8 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
     ends: list[str] = []
     afters: list[str] = []
     backs: list[str] = []
+    # the directives that may stand several times, each a pattern more
+    repeatable = {"trigger": triggers, "start": starts, "lead": leads, "continue": continues, "end": ends, "back": backs, "after": afters}
     max_lines = 1
     shapes = False
     reduce = keep = None
@@ -421,20 +423,8 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
         if not m:
             continue
         key, value = m.group(1), m.group(2).rstrip()
-        if key == "trigger":
-            triggers.append(value)
-        elif key == "start":
-            starts.append(value)
-        elif key == "lead":
-            leads.append(value)
-        elif key == "continue":
-            continues.append(value)
-        elif key == "end":
-            ends.append(value)
-        elif key == "back":
-            backs.append(value)
-        elif key == "after":
-            afters.append(value)
+        if key in repeatable:
+            repeatable[key].append(value)
         elif key == "max_lines":
             max_lines = int(value)
         elif key == "cache":
