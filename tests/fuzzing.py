@@ -23,10 +23,13 @@ from pathlib import Path
 
 import jsonschema
 from hypothesis import HealthCheck, given, settings, strategies as st
+from markdown_it import MarkdownIt
 
 import oomlens
 from oomlens.diagnosis import Diagnosis
 from oomlens.outputs import markdown, table
+
+RENDERER = MarkdownIt("gfm-like")  # CommonMark, GFM tables, raw HTML, links found in text: as GitHub renders
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "fixtures"
@@ -56,6 +59,10 @@ HOSTILE = [
 
 
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # what markdown shows escaped
+RAW_IN_TABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")  # a tab is layout there
+# what markdown.render writes as markup, rendered by a CommonMark/GFM renderer: any other tag is live HTML from a log
+OWN_TAGS = {"h2", "h3", "p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td", "hr", "code", "strong", "sub", "pre"}
+TAG = re.compile(r"<(/?)([a-zA-Z][\w-]*)")
 
 
 @st.composite
@@ -111,7 +118,10 @@ def check(data: bytes, first: int | None, folder: Path, html: bool = False) -> N
     jsonschema.Draft202012Validator(oomlens.schema()).validate(json.loads(stream.getvalue()))
     text = markdown.render(diagnosis)
     assert not RAW_CONTROL.search(text), f"a control character from the log in the markdown: {RAW_CONTROL.search(text)!r}"
-    table.render(diagnosis, 120)
+    live = {m.group(2).lower() for m in TAG.finditer(RENDERER.render(text))} - OWN_TAGS
+    assert not live, f"live HTML from the log in the markdown: {sorted(live)}"
+    shown = table.render(diagnosis, 120)
+    assert not RAW_IN_TABLE.search(shown), f"a control character from the log in the table: {RAW_IN_TABLE.search(shown)!r}"
     if html:
         from oomlens.outputs.html import render
 

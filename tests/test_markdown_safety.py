@@ -32,6 +32,8 @@ HOSTILE = [
     "![i](https://evil.example/i.png)",
     "https://evil.example/a",
     "www.evil.example",
+    "evil.co/x",
+    "logits.to(torch.float32)",
     "@octocat",
     "dev@evil.example",
     "\r",

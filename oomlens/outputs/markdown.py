@@ -25,8 +25,11 @@ CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u20
 # strike-through), and what opens a block (a list, a heading) where prose starts
 # (an `_` inside a word opens nothing: reward_model_0 stays as written)
 PUNCTUATION = re.compile(r"([\\`*\[\]<>!|~&#]|(?<![^\W_])_|_(?![^\W_]))|^([-+=]|\d+(?=[.)]))")
-# a word GFM would make live (a mention, an e-mail, a URL): shown as code, where nothing is
-LIVE = re.compile(r"\S*(?:@|://|www\.)\S*", re.IGNORECASE)
+# a word a renderer would make live (a mention, an e-mail, a URL, and a bare host name under a
+# top-level domain that linkify-it and chat apps link without a scheme: `logits.to(`, `todo.md`):
+# shown as code, where nothing is
+TLDS = r"[a-z]{2}|com|net|org|edu|gov|biz|info|name|pro|aero|asia|coop|museum|shop|web|xxx"
+LIVE = re.compile(rf"\S*(?:@|://|www\.)\S*|(?<![\w.])[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:{TLDS})(?![\w-])\S*", re.IGNORECASE)
 BACKTICKS = re.compile(r"`+")
 
 
