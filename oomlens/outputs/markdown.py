@@ -28,8 +28,9 @@ PUNCTUATION = re.compile(r"([\\`*\[\]<>!|~&#]|(?<![^\W_])_|_(?![^\W_]))|^([-+=]|
 # a word a renderer would make live (a mention, an e-mail, a URL, and a bare host name under a
 # top-level domain that linkify-it and chat apps link without a scheme: `logits.to(`, `todo.md`):
 # shown as code, where nothing is
-TLDS = r"[a-z]{2}|com|net|org|edu|gov|biz|info|name|pro|aero|asia|coop|museum|shop|web|xxx"
-LIVE = re.compile(rf"\S*(?:@|://|www\.)\S*|(?<![\w.])[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:{TLDS})(?![\w-])\S*", re.IGNORECASE)
+TLDS = r"[a-z]{2}|com|net|org|edu|gov|biz|info|name|pro|aero|asia|coop|museum|shop|web|xxx|рф"
+HOST = r"(?:[^\W_]|-)"  # a host name's character: any script's letter or digit, or a hyphen (`²evil.co` is one host to linkify)
+LIVE = re.compile(rf"\S*(?:@|://|www\.)\S*|(?<![\w.-]){HOST}+(?:\.{HOST}+)*\.(?:{TLDS})(?![\w-])\S*", re.IGNORECASE)
 BACKTICKS = re.compile(r"`+")
 
 
