@@ -156,6 +156,22 @@ def test_a_tar_gz_object_is_read_member_by_member(tmp_path):
     assert remote.verdict == {**folder.verdict, "session": KILL}  # the archive holds the logs under a session's name
 
 
+def test_a_zip_object_is_read_member_by_member(tmp_path):
+    """zipfile seeks (its index is at its end): an object is spooled to a temporary file,
+    as a zip on standard input is, and read as the same zip on disk."""
+    import zipfile
+
+    archive = tmp_path / "session.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(p for p in TWO_NODES.rglob("*") if p.is_file()):
+            zf.write(path, f"{KILL}/{path.relative_to(TWO_NODES)}")
+    url = f"memory://{tmp_path.name}/uploads/session.zip"
+    fsspec.filesystem("memory").pipe_file(url, archive.read_bytes())
+    remote, here = oomlens.analyze(url, jobs=1), oomlens.analyze(str(archive), jobs=1)
+    assert [(e.kind, e.time, e.pid, e.component) for e in remote.events] == [(e.kind, e.time, e.pid, e.component) for e in here.events]
+    assert remote.events and remote.verdict == here.verdict and not remote.problems
+
+
 def test_a_gz_object_a_binary_object_and_a_prefix_with_nothing(tmp_path):
     raylet = (RL_ACTOR / "logs" / "raylet.out").read_bytes()
     fs = fsspec.filesystem("memory")
