@@ -174,8 +174,11 @@ def sizes_in_contract(name: str, fields: dict[str, Any]) -> dict[str, Any]:
     """`fields` with a size below zero made None (a size no memory has: veRL's `-1` for a
     device it could not query, a number a log garbled), unless the kind's contract types the
     field `signed_bytes` (vLLM's KV cache left, below zero where it did not fit)."""
+    below = [k for k, v in fields.items() if type(v) is int and v < 0 and k.endswith("_bytes")]
+    if not below:  # nearly every reading: the fields as they are, no copy (this runs once a memory line)
+        return fields
     signed = _signed(name)
-    return {k: None if type(v) is int and v < 0 and k.endswith("_bytes") and k not in signed else v for k, v in fields.items()}
+    return fields | {k: None for k in below if k not in signed}
 
 
 @functools.cache
