@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .data import load
-from .events import CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event
+from .events import CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event, fold
 from .kinds import Kind, Kinds
 from .text import gib, render, when
 from .timeline import Trends, epoch
@@ -66,6 +66,13 @@ def component_of(subject: str | None, fallback: bool = False) -> str | None:
 
 def seconds(event: Event | Clue) -> float | None:
     return epoch(event.time) if event.time else None
+
+
+def latest_seconds(event: Event) -> float | None:
+    """When an event happened at the latest: its time, or where no stamp comes before it in
+    its file (a traceback at the head of a console), the stamp after it. What follows it
+    within a window of that bound may have followed it."""
+    return seconds(event) if event.time else epoch(event.time_latest) if event.time_latest else None
 
 
 def one_clock(events: list[Event]) -> list[Event]:
@@ -168,8 +175,11 @@ def identity_of(event: Event) -> str | None:
     return event.method or event.actor
 
 
-def attribute(events: list[Event], context: Context, kinds: Kinds) -> None:
-    """Fill each event's component and memory from its own process and nearby tracebacks."""
+def attribute(events: list[Event], context: Context, kinds: Kinds) -> bool:
+    """Fill each event's component and memory from its own process and nearby tracebacks.
+    True when a remote-task header gave a report the process that raised it where the report
+    named none: its copies in the worker's own files can only be folded with it now."""
+    told = False
     for event in events:
         kind = kinds[event.kind]
         event.memory = event.memory or kind.memory
@@ -182,6 +192,7 @@ def attribute(events: list[Event], context: Context, kinds: Kinds) -> None:
             if task and _names_method_of(task, event, kind.task_header):
                 if kind.task_header == "raiser":  # the header names the process that raised it
                     event.actor, event.method = task.get("actor") or event.actor, task.get("method")
+                    told = told or (event.pid is None and task.get("pid") is not None)
                     event.pid = task.get("pid") or event.pid
                 elif event.actor in (None, task.get("actor")):
                     event.actor = event.actor or task.get("actor")
@@ -195,6 +206,7 @@ def attribute(events: list[Event], context: Context, kinds: Kinds) -> None:
             # the trainer's loop (`TaskRunner.run`) only says the phase it called is below it
             component = phase_of(clues_near)[0] or component
         event.component = component
+    return told
 
 
 def own_frame(clues: list[Clue], event: Event) -> str | None:
@@ -296,7 +308,7 @@ class _Anchors:
             self.roots.insert(at, (place, incident))
 
     def joined(self, incident: Incident, event: Event, place: int) -> None:
-        if (t := seconds(event)) is not None:
+        if (t := latest_seconds(event)) is not None:
             at = bisect.bisect_right(self.times, t)
             self.times.insert(at, t)
             self.items.insert(at, (self.number[id(incident)], place, incident))
@@ -417,7 +429,7 @@ def _home(incidents: list[Incident], first: int, event: Event, kinds: Kinds, anc
         if place < first:
             continue
         root = incident.root
-        root_t = seconds(root)
+        root_t = latest_seconds(root)
         if root_t is None or (event.time_inferred and not root.time_inferred):
             continue  # an untimed root has no window; an inferred event met timed roots above
         if waited and t - waited / 1000 < root_t - window:
@@ -430,14 +442,15 @@ def _home(incidents: list[Incident], first: int, event: Event, kinds: Kinds, anc
 
 def _home_untimed(incidents: list[Incident], event: Event, latest: float) -> Incident | None:
     """For an event with no stamp before it: with one after it, the root nearest before that;
-    with none at all, the last untimed root of its own file."""
+    with none at all, the last untimed root reported in its file (a root folded from several
+    files, a worker's exception and the driver's copy of it, is reported in each)."""
     best, best_gap = None, float("inf")
     for incident in incidents:
         root_t = seconds(incident.root)
         if root_t is not None and latest < float("inf"):
             if root_t <= latest + SKEW_S and (best is None or latest - root_t < best_gap):
                 best, best_gap = incident, abs(latest - root_t)
-        elif root_t is None and incident.root.source.path == event.source.path:
+        elif root_t is None and any(s.path == event.source.path for s in incident.root.sources):
             best = incident
     return best
 
@@ -747,9 +760,10 @@ EXPLAINERS: dict[str, Callable[[Incident, Context, Kind], None]] = {
 
 def correlate(events: list[Event], clues: list[Clue], kinds: Kinds) -> tuple[list[Event], list[Incident]]:
     """The events on one clock, and the incidents they form in time order, each explained."""
-    ordered = one_clock(events)
     context = Context(clues)
-    attribute(events, context, kinds)  # each event on its own: in the order they were read, which is their order in memory
+    if attribute(events, context, kinds):  # each event on its own: in the order they were read, which is their order in memory
+        events = fold(events, kinds)  # the driver's copy of a worker's exception, now of the worker's pid
+    ordered = one_clock(events)
     names_seen(events, context)
     incidents = group(ordered, kinds)
     trends = None  # read only when an incident needs them: a healthy run has none

@@ -482,3 +482,59 @@ def test_the_watchdog_s_caught_and_terminated_lines_of_one_timeout_are_one_event
     with (tmp_path / "driver.log").open("a") as log:
         log.write("(ActorModelRayActor pid=42012) " + terminated.replace("42011", "42012").replace("Rank 0", "Rank 1") + "\n")
     assert sorted(e.pid for e in analyzed(tmp_path).events if e.kind == "watchdog_timeout") == [42011, 42012]
+
+
+# 12. One NCCL OOM, one incident: the driver's copy of the worker's exception (item 4)
+
+NCCL_OOM_TRACE = """Traceback (most recent call last):
+  File "/verl/trainer/main_ppo.py", line 25, in main
+    run_ppo(config)
+ray.exceptions.RayTaskError(DistBackendError): ray::WorkerDict.actor_rollout_update_actor() (pid={pid}, ip={ip}, actor_id=8f2c, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f>)
+  File "/verl/workers/fsdp_workers.py", line 400, in update_actor
+    metrics = self.actor.update_policy(data=data)
+  File "/torch/distributed/distributed_c10d.py", line 2288, in all_reduce
+    work = group.allreduce([tensor], opts)
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5
+ncclUnhandledCudaError: Call to CUDA function failed.
+Last error:
+Cuda failure 2 'out of memory'"""
+NCCL_WARN = "{host}:{pid}:{tid} [{rank}] enqueue.cc:1085 NCCL WARN Cuda failure 2 'out of memory'"
+RANK_TIMEOUT = (
+    "[rank{rank}]:[E ProcessGroupNCCL.cpp:563] [Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=77, OpType=ALLREDUCE, "
+    "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 6000{rank}0 milliseconds before timing out."
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ranks=st.integers(2, 8), data=st.data(), worker_copy=st.booleans(), stamped=st.booleans(), warn_in_driver=st.booleans())
+def test_one_nccl_oom_told_by_the_worker_and_the_driver_is_one_incident_with_every_rank_s_timeout(tmp_path_factory, ranks, data, worker_copy, stamped, warn_in_driver):
+    """A rank's NCCL allocation fails: NCCL warns, torch raises DistBackendError, the driver's
+    RayTaskError carries it with the worker's pid in its header only, and the other ranks'
+    watchdogs fire. With or without the worker's own file and the stamps, that is one
+    memory incident, and every timeout is in its cascade."""
+    failed = data.draw(st.integers(0, ranks - 1), label="failed rank")
+    base = 5000 + data.draw(st.integers(0, 90000), label="first pid")
+    folder = tmp_path_factory.mktemp("nccl-oom")
+    ip, pid = "10.0.0.1", base + failed
+    minute = [0]
+
+    def stamp(line: str) -> str:
+        minute[0] += 1
+        return f"[2025-06-28 18:{minute[0]:02d}:00,100 E {pid} 6881] {line}" if stamped else line
+
+    warn = NCCL_WARN.format(host="node1", pid=pid, tid=6001, rank=failed)
+    trace = NCCL_OOM_TRACE.format(pid=pid, ip=ip)
+    console = [f"(WorkerDict pid={pid}, ip={ip}) {stamp(warn)}"] if warn_in_driver else []
+    console += ["(main_task pid=4000) Error executing job with overrides: []", *trace.splitlines()]
+    console += [f"(WorkerDict pid={base + r}, ip={ip}) {stamp(RANK_TIMEOUT.format(rank=r))}" for r in range(ranks) if r != failed]
+    (folder / "driver.log").write_text("\n".join(console) + "\n")
+    if worker_copy:
+        logs = folder / "logs"
+        logs.mkdir()
+        body = [stamp(warn), *trace.splitlines()[3:]]
+        (logs / f"worker-2ece1e971b001c49f99fd3f1d3485bcecab5d0a5d329f7116bc7c355-01000000-{pid}.err").write_text("\n".join(body) + "\n")
+    found = analyzed(folder)
+    assert len(found.incidents) == 1, [(i.root.kind, i.root.source.path) for i in found.incidents]
+    [incident] = found.incidents
+    assert incident.root.kind == "cuda_oom" and incident.root.pid == pid and incident.memory == "gpu"
+    assert sorted(e.rank for e in incident.cascade if e.kind == "watchdog_timeout") == [r for r in range(ranks) if r != failed]
