@@ -23,6 +23,9 @@ SIZES = {"phone": (390, 844), "desktop": (1400, 1000)}
 NODES = {"10.0.0.1": 560, "10.0.0.2": 180}  # host GiB at the start: three times apart
 WORKERS = 16
 RANKS = 8
+# the real excerpts whose verdicts carry the most fixes (eight each: veRL's and EasyR1's, and
+# Ray's threshold), beside facts of a Ray kill's Top-10: the tallest verdicts of the corpus
+TALL = ("201_verl_2950.log", "005_verl_224.log")
 
 
 def fleet_log(path: Path) -> Path:
@@ -58,7 +61,7 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     OUTPUT.mkdir(exist_ok=True)
     work = tmp_path_factory.mktemp("layout")
     (work / "nested" / "deeper").mkdir(parents=True)
-    inputs = {name: FIXTURE_INPUTS[name] for name in SEEDS} | {"fleet": fleet_log(work / "nested" / "deeper" / "fleet.log")}
+    inputs = {name: FIXTURE_INPUTS[name] for name in (*SEEDS, *TALL)} | {"fleet": fleet_log(work / "nested" / "deeper" / "fleet.log")}
     return {name: report.write(analyze(str(source), jobs=1), work / f"{name}.html") for name, source in inputs.items()}
 
 
@@ -78,7 +81,7 @@ def opened(browser, pages):  # noqa: F811 - the browser fixture
         page.close()
 
 
-CASES = [(name, size) for name in [*SEEDS, "fleet"] for size in SIZES]
+CASES = [(name, size) for name in [*SEEDS, *TALL, "fleet"] for size in SIZES]
 BOXES = """sel => Array.from(document.querySelectorAll(sel)).map(e => e.getBoundingClientRect())
   .filter(r => r.width > 0 && r.height > 0).map(r => [r.left, r.top, r.right, r.bottom])"""
 
@@ -107,7 +110,7 @@ def test_the_legend_covers_no_plot_and_no_label_another(opened, name, size):
     assert not [(a, b) for i, a in enumerate(labels) for b in labels[i + 1 :] if overlap(a, b)]
 
 
-@pytest.mark.parametrize("name", [n for n in SEEDS if n != "healthy-noisy-run"] + ["fleet"])
+@pytest.mark.parametrize("name", [n for n in SEEDS if n != "healthy-noisy-run"] + [*TALL, "fleet"])
 def test_the_first_desktop_screen_holds_the_verdict_and_the_memory_before_the_failure(opened, name):
     page = opened[(name, "desktop")]
     assert page.evaluate(BOXES, "#verdict h2")[0][3] <= 1000
@@ -115,6 +118,23 @@ def test_the_first_desktop_screen_holds_the_verdict_and_the_memory_before_the_fa
     assert first_panel[3] <= 1000  # the whole of the first memory panel, above the fold
     readings = page.evaluate("document.getElementById('timeline').data.filter(t => ['host', 'gpu'].includes(t.legendgroup)).length")
     assert readings > 0
+
+
+@pytest.mark.parametrize("name", [*TALL])
+def test_fixes_past_the_first_screen_are_counted_and_one_click_shows_every_one(browser, pages, name):  # noqa: F811 - the browser fixture
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(pages[name].resolve().as_uri())
+    page.wait_for_selector("body[data-plotted]", state="attached", timeout=30_000)
+    fixes = analyze(str(FIXTURE_INPUTS[name]), jobs=1)
+    every = [r["setting"] for r in fixes.remedies[fixes.verdict["incident"]]]
+    settings = "#verdict table.remedies tbody:not([hidden]) td[data-label=setting]"
+    shown = page.locator(settings).all_text_contents()
+    assert shown == every[: report.FIXES_SHOWN] and len(every) > report.FIXES_SHOWN
+    button = page.locator("#verdict button.more-fixes")
+    assert button.text_content() == f"{len(every) - report.FIXES_SHOWN} more fixes"
+    button.click()
+    assert page.locator(settings).all_text_contents() == every and not button.is_visible()
+    page.close()
 
 
 @pytest.mark.parametrize("name", [*SEEDS, "fleet"])

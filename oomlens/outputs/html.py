@@ -814,15 +814,31 @@ def _cascade_html(incident: Incident, kinds: Kinds, shown: dict[str, str]) -> st
     return f'<h3>The cascade: {len(incident.cascade)} failure(s) this root caused</h3><ul class="cascade">{"".join(items)}</ul>'
 
 
+FIXES_SHOWN = 5  # the verdict's fixes on the first screen, above the memory timeline: the rest one click away, counted
+
+
 def _remedies_html(remedies: list[dict[str, Any]]) -> str:
+    """The fixes in the order they are given; past the first FIXES_SHOWN, a button that says
+    how many more there are and shows them: a verdict as tall as its fixes would push the
+    memory leading to the failure below the first screen."""
     if not remedies:
         return ""
-    rows = "".join(
+    rows = [
         f'<tr><td data-label="setting"><code>{esc(r["setting"])}</code></td><td data-label="value">{esc(r["value"])}</td>'
         f'<td data-label="now">{esc(r.get("current", ""))}</td><td data-label="framework">{esc(r["framework"])}</td><td data-label="why">{esc(r["why"])}</td></tr>'
         for r in remedies
+    ]
+    shown, more = rows[:FIXES_SHOWN], rows[FIXES_SHOWN:]
+    hidden = (
+        f'<tbody class="more-fixes" hidden>{"".join(more)}</tbody>'
+        f'<tbody><tr><td colspan="5"><button type="button" class="more-fixes">{len(more)} more fix{"es" if len(more) > 1 else ""}</button></td></tr></tbody>'
+        if more
+        else ""
     )
-    return f'<h3>What to change</h3><table class="remedies"><thead><tr><th>setting</th><th>value</th><th>now</th><th>framework</th><th>why</th></tr></thead><tbody>{rows}</tbody></table>'
+    return (
+        '<h3>What to change</h3><table class="remedies"><thead><tr><th>setting</th><th>value</th><th>now</th><th>framework</th><th>why</th></tr></thead>'
+        f"<tbody>{''.join(shown)}</tbody>{hidden}</table>"
+    )
 
 
 def _events_html(diagnosis: Diagnosis) -> str:
@@ -1008,6 +1024,8 @@ code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
 pre{white-space:pre-wrap;word-break:break-all;background:#f6f6f6;padding:8px;margin:4px 0;max-height:480px;overflow:auto;font-size:12px}
 .controls{margin:6px 0}.controls input{width:360px;max-width:100%;box-sizing:border-box;padding:3px}
 .src{color:#444}ul.sources{margin:2px 0 4px;padding-left:20px}
+[hidden]{display:none!important}
+button.more-fixes{font:inherit;background:none;border:0;padding:2px 0;color:#1a5fb4;cursor:pointer;text-decoration:underline}
 ul.cascade{padding-left:20px;margin:4px 0}ul.members{padding-left:18px;margin:2px 0 6px}summary{cursor:pointer}
 @media (max-width:700px){
 li,p,summary,h2,h3,a,.facts td,.remedies td,.remedies code{overflow-wrap:anywhere}
@@ -1093,6 +1111,12 @@ PAGE_JS = """
   if (location.hash.indexOf("#event-") === 0) { openEvent(location.hash.slice(7), true); }
   document.querySelectorAll("a[href^='#event-']").forEach(function (a) {
     a.addEventListener("click", function () { openEvent(a.getAttribute("href").slice(7), false); });
+  });
+  document.querySelectorAll("button.more-fixes").forEach(function (button) {
+    button.addEventListener("click", function () {
+      button.closest("table").querySelector("tbody.more-fixes").hidden = false;
+      button.closest("tbody").hidden = true;
+    });
   });
 }());
 """
