@@ -507,7 +507,9 @@ RANK_TIMEOUT = (
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ranks=st.integers(2, 8), data=st.data(), worker_copy=st.booleans(), stamped=st.booleans(), warn_in_driver=st.booleans())
-def test_one_nccl_oom_told_by_the_worker_and_the_driver_is_one_incident_with_every_rank_s_timeout(tmp_path_factory, ranks, data, worker_copy, stamped, warn_in_driver):
+def test_one_nccl_oom_told_by_the_worker_and_the_driver_is_one_incident_with_every_rank_s_timeout(
+    tmp_path_factory, ranks, data, worker_copy, stamped, warn_in_driver
+):
     """A rank's NCCL allocation fails: NCCL warns, torch raises DistBackendError, the driver's
     RayTaskError carries it with the worker's pid in its header only, and the other ranks'
     watchdogs fire. With or without the worker's own file and the stamps, that is one
