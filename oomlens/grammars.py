@@ -47,7 +47,7 @@ import functools
 import importlib
 import re
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -108,6 +108,11 @@ class Sample:
     expect: dict[str, str]
     text: str
     line: int
+
+
+def trigger_text(fams: Iterable[Family]) -> re.Pattern[str]:
+    """Every family's triggers as one pattern over text (`re` keeps it compiled by its text)."""
+    return re.compile("|".join(f"(?:{t})" for fam in fams for t in fam.triggers))
 
 
 @dataclass

@@ -41,13 +41,13 @@ def _head_lines(head: bytes) -> list[str]:
     return [line.rstrip("\r") for line in head[:cut].decode("utf-8", "replace").split("\n")]
 
 
-def wrap_width(head: bytes, varied: bool = False) -> int | None:
+def wrap_width(head: bytes, varied: bool = False, triggers: re.Pattern[str] | None = None) -> int | None:
     """The width a terminal or viewer hard-wrapped these lines at, if it did (wrap_measure)."""
-    wrap = wrap_measure(head, varied)
+    wrap = wrap_measure(head, varied, triggers)
     return None if wrap is None else wrap[0]
 
 
-def wrap_measure(head: bytes, varied: bool = False) -> tuple[int, int] | None:
+def wrap_measure(head: bytes, varied: bool = False, triggers: re.Pattern[str] | None = None) -> tuple[int, int] | None:
     """(width, measure) of a hard wrap of these lines, if there is one: how its width was
     measured (columns, MEASURES). A viewer may wrap at characters; a terminal wraps at the
     columns it shows, a tab to its stop; a colour code written as text before the wrap
@@ -60,7 +60,11 @@ def wrap_measure(head: bytes, varied: bool = False) -> tuple[int, int] | None:
     Unwrapped logs have lines of every width, the widest seldom more than once, but for
     lines whose format fixes their width (metrics of the same keys, progress bars): those
     are few among the lines, and mostly of one shape (digits aside), where a wrap cuts
-    every line longer than the terminal, of every shape."""
+    every line longer than the terminal, of every shape.
+
+    Where a single line reached the wrap (one long report among short lines), one cut is
+    evidence only when it cut a trigger (`triggers`: every family's, over text) in two: the
+    widest line, continued, whose end and the next line's start make a trigger together."""
     raw = [line.rstrip(b"\r") for line in head[: head.rfind(b"\n") + 1 if len(head) > 1 << 12 else len(head)].split(b"\n")]
     raw = [line for line in raw if line.strip()]
     texts = [line.decode("utf-8", "replace") for line in raw]
@@ -77,7 +81,49 @@ def wrap_measure(head: bytes, varied: bool = False) -> tuple[int, int] | None:
         many = len(cut) * WRAPPED_SHARE >= lines and not (varied and len(shapes) < 2)
         if many or (len(shapes) >= 2 and len(cut) * WRAPPED_SHARE * 5 >= lines):
             found = (width, measure, len(cut))
+    if found is None and triggers is not None:
+        return _cut_trigger(texts, triggers)
     return None if found is None else found[:2]
+
+
+TRIGGER_REACH = 512  # characters on either side of a cut a trigger may span
+
+
+def _cut_trigger(texts: list[str], triggers: re.Pattern[str]) -> tuple[int, int] | None:
+    """(width, measure) of a wrap told by one cut line: the widest line (under a measure), at
+    least WRAP_MIN wide, continued by the segments after it, where a trigger runs across a
+    cut with a letter or digit of it on each side ('the n' / 'ode running low on memory')."""
+    tried = []
+    for measure in MEASURES:
+        widths = [columns(text, measure) for text in texts]
+        if widths in tried or not widths:
+            continue
+        tried.append(widths)
+        width = max(widths)
+        if width < WRAP_MIN:
+            continue
+        i = 0
+        while i < len(texts) - 1:
+            j = i
+            while j < len(texts) - 1 and widths[j] == width and continues(texts[j], texts[j + 1], width, measure):
+                j += 1
+            if j > i and _across(texts[i : j + 1], triggers):
+                return width, measure
+            i = j + 1
+    return None
+
+
+def _across(pieces: list[str], triggers: re.Pattern[str]) -> bool:
+    """Whether a trigger matches across a cut between the pieces of one line."""
+    joined, cuts = "".join(pieces), list(itertools.accumulate(len(piece) for piece in pieces[:-1]))
+    for cut in cuts:
+        lo = max(0, cut - TRIGGER_REACH)
+        at = lo
+        while (m := triggers.search(joined, at, cut + TRIGGER_REACH)) is not None and m.start() < cut:
+            if m.end() > cut and any(c.isalnum() for c in joined[m.start() : cut]) and any(c.isalnum() for c in joined[cut : m.end()]):
+                return True
+            at = m.start() + 1  # a match that ends before the cut may hide one that begins after it
+    return False
 
 
 OUTER_SHARE = 0.9  # of a head's lines that carry one envelope for it to be added after a wrap
@@ -115,19 +161,19 @@ def outer_envelopes(head: bytes) -> tuple[Envelope, ...]:
     return tuple(found)
 
 
-def wrap_layout(head: bytes, again: bool = False) -> tuple[int, tuple[Envelope, ...], int] | None:
+def wrap_layout(head: bytes, again: bool = False, triggers: re.Pattern[str] | None = None) -> tuple[int, tuple[Envelope, ...], int] | None:
     """(width, envelopes, measure) of a hard wrap: the text as it is, or beneath envelopes
     added to every line after the wrap (a quote of a terminal copy, `cat -n` of it), and
     how its width was measured (wrap_measure). `again`: the text was unwrapped once
     already; a second wrap needs lines of different shapes cut, as lines a first join made
     of one fixed format are all one width."""
-    wrap = wrap_measure(head, varied=again)
+    wrap = wrap_measure(head, again, triggers)
     if wrap is not None:
         return wrap[0], (), wrap[1]
     outer = outer_envelopes(head)
     if not outer:
         return None
-    wrap = wrap_measure(b"\n".join(without(outer, line) for line in head.split(b"\n")), varied=again)
+    wrap = wrap_measure(b"\n".join(without(outer, line) for line in head.split(b"\n")), again, triggers)
     return (wrap[0], outer, wrap[1]) if wrap is not None else None
 
 
@@ -508,9 +554,10 @@ class Reversed(Layout):
         return self.count + 1 - last, self.count + 1 - first
 
 
-def laid_out(stream: BinaryIO, item: Input) -> tuple[BinaryIO, Layout | None]:
+def laid_out(stream: BinaryIO, item: Input, triggers: re.Pattern[str] | None = None) -> tuple[BinaryIO, Layout | None]:
     """The stream as it was written, when its head shows it was turned round or hard-wrapped,
-    and the layout that maps its lines back (None: the stream as it is)."""
+    and the layout that maps its lines back (None: the stream as it is). `triggers` (every
+    family's, over text) tell a wrap that cut one report's line only (wrap_measure)."""
     layout: Layout | None = None
     stamps: tuple[Envelope, ...] = ()
     if not isinstance(stream, (io.BytesIO, io.BufferedReader)):  # raw: what a peek read would be lost with a failing read after it
@@ -532,7 +579,7 @@ def laid_out(stream: BinaryIO, item: Input) -> tuple[BinaryIO, Layout | None]:
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
     for again in (False, True):  # a text wrapped twice: a wrapped paste copied again from a narrower terminal
-        wrap = wrap_layout(head, again)
+        wrap = wrap_layout(head, again, None if again else triggers)  # a second wrap: of many lines, a first join made some wide
         if wrap is None:
             break
         layout, layout.under = Unwrapped(stream, *wrap), layout

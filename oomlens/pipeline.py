@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from . import collector
 from .envelopes import collector_of
 from .events import Clue, Event, Source, fold, from_rows, name_workers, number, to_rows
-from .grammars import Family, families
+from .grammars import Family, families, trigger_text
 from .layout import LAYOUT_HEAD, blanks_added, laid_out, newest_first, stamped_later, wrap_layout
 from .progress import Tick, counted
 from .reduce import BUCKETS, NOTHING, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
@@ -52,7 +52,7 @@ def _read(item: Input, events: list, reduction: Reduction | None = None, fams: t
     if item.opener is None:
         return
     try:
-        stream, layout = laid_out(item.opener(), item)
+        stream, layout = laid_out(item.opener(), item, trigger_text(fams if fams is not None else families()))
     except OSError as err:
         item.problems.append(f"cannot open ({err.strerror or err}): nothing read")
         return
@@ -236,7 +236,7 @@ def _hand_out(
     as byte ranges by several."""
     for index in sorted(waiting, key=lambda i: -read[i][0].size):
         item = read[index][0]
-        spans = _ranges(item, jobs)
+        spans = _ranges(item, jobs, (*families(), *added))
         if spans is None:
             future: Future | list[Future] = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node, budget, added)
         else:
@@ -267,7 +267,7 @@ def _tell(progress: Tick, item: Input, future: Future | list[Future], spans: lis
         part.add_done_callback(done)
 
 
-def _ranges(item: Input, jobs: int) -> tuple[list[tuple[int, int, int, int]], int | None] | None:
+def _ranges(item: Input, jobs: int, fams: tuple[Family, ...] | None = None) -> tuple[list[tuple[int, int, int, int]], int | None] | None:
     """How to read a big plain file in byte ranges: (start of what is read, start and end of
     what is its own, end of what is read) for each, and the year its head shows; None for a
     file to read whole (small, compressed, or a paste whose layout must be learned whole).
@@ -284,7 +284,13 @@ def _ranges(item: Input, jobs: int) -> tuple[list[tuple[int, int, int, int]], in
             # compressed or UTF-16 text is read by one, and so is a hole
             records = head.lstrip(BOM)  # a collector's records, one a line or in one JSON document: read by one
             encoded = head.startswith((*ENCODED, b"\0")) or compressed(head) or collector_of(records) is not None or document_of(records)
-            if encoded or blanks_added(head) is not None or stamped_later(head) or newest_first(head) or wrap_layout(head, False):
+            if (
+                encoded
+                or blanks_added(head) is not None
+                or stamped_later(head)
+                or newest_first(head)
+                or wrap_layout(head, False, trigger_text(fams if fams is not None else families()))
+            ):
                 return None
             cuts = [0]
             for k in range(1, min(jobs, size // RANGE_MIN)):

@@ -7,9 +7,11 @@ import io
 import re
 
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 from conftest import REAL
 from oomlens import analyze
+from oomlens.grammars import families, trigger_text
 from oomlens.layout import newest_first, wrap_layout, wrap_width
 from oomlens.pipeline import read_input
 from oomlens.sources import Input
@@ -282,3 +284,43 @@ def test_blanks_a_terminal_capture_pads_every_line_with_are_no_wrap():
     (event,) = found(text)
     assert (event.kind, event.fields["requested_bytes"]) == ("cuda_oom", 2 << 30)
     assert event.source.line == 4
+
+
+# One long report among short lines: a wrap that cuts it through a trigger is found (wrap_measure)
+
+LONG_SAMPLES = [
+    (fam, s.text)
+    for fam in families()
+    for s in fam.samples
+    if "\n" not in s.text and len(s.text) >= 100 and s.text.isascii() and fam.trigger_text.search(s.text)
+]
+SHORT = ["INFO step done", "loading shards", "(pid=4) epoch 3 started", "saving checkpoint to /tmp/ckpt", "metrics flushed"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_one_report_cut_through_its_trigger_is_read_as_written(data):
+    """A report longer than the terminal among lines that all fit: cut where its trigger
+    stands, it is the one piece of evidence of the wrap, and it is read whole again."""
+    fam, line = data.draw(st.sampled_from(LONG_SAMPLES), label="report")
+    trigger = fam.trigger_text.search(line)
+    cut = data.draw(st.integers(trigger.start() + 1, trigger.end() - 1), label="cut inside the trigger")
+    width = cut
+    assume(width >= 80 and not line[width - 1].isspace())  # narrower terminals are not read for wraps; a segment ending in blanks is padding
+    pieces = (line[trigger.start() : cut], line[cut : trigger.end()])
+    assume(all(any(c.isalnum() for c in piece) for piece in pieces))  # a word of the trigger on each side ('the' / 'Error:' may be two lines)
+    before = data.draw(st.lists(st.sampled_from(SHORT), min_size=1, max_size=6), label="before")
+    after = data.draw(st.lists(st.sampled_from(SHORT), min_size=0, max_size=6), label="after")
+    plain = "\n".join([*before, line, *after]) + "\n"
+    text = wrapped(plain.rstrip("\n"), width) + "\n"
+    assume(text.count("\n") > plain.count("\n"))
+    assert wrap_layout(text.encode(), False, trigger_text(families()))[0] == width
+    assert [facts(e) for e in found(text)] == [facts(e) for e in found(plain)]
+
+
+def test_the_widest_line_continued_by_no_trigger_is_no_wrap():
+    """The widest line of a log and the line after it, which make no trigger together: no
+    wrap, however the next line begins."""
+    widest = "2026-03-12 11:17:34 INFO the reward model finished its batch of 512 prompts in 41.2 s with a mean score of 0.71 and"
+    text = "\n".join(["INFO step 1", widest, "then it went on", "INFO step 2"]) + "\n"
+    assert wrap_layout(text.encode(), False, trigger_text(families())) is None
