@@ -110,9 +110,30 @@ class Sample:
     line: int
 
 
-def trigger_text(fams: Iterable[Family]) -> re.Pattern[str]:
-    """Every family's triggers as one pattern over text (`re` keeps it compiled by its text)."""
-    return re.compile("|".join(f"(?:{t})" for fam in fams for t in fam.triggers))
+class Block(NamedTuple):
+    """A family's block as the order of its lines tells it: where it starts, and the lines
+    that continue it, in words of its own (no plain indented line continues it)."""
+
+    start: re.Pattern[str] | Start
+    continues: re.Pattern[str]
+
+
+class Cues(NamedTuple):
+    """What the families' grammars tell of a paste's layout (layout.py): every trigger over
+    text (a wrap that cut one in two) and the blocks whose lines tell their order."""
+
+    triggers: re.Pattern[str]
+    blocks: tuple[Block, ...]
+
+
+PLAIN_LINES = ("    result = compute(batch, step)", "  and then some words", "\t9 more lines", "        ^^^^^")  # lines any block may hold
+
+
+def cues(fams: Iterable[Family]) -> Cues:
+    """The layout cues of these families (`re` keeps their patterns compiled by their text)."""
+    fams = tuple(fams)
+    blocks = tuple(Block(fam.start, fam.continues) for fam in fams if fam.continues is not None and not any(fam.continues.match(line) for line in PLAIN_LINES))
+    return Cues(re.compile("|".join(f"(?:{t})" for fam in fams for t in fam.triggers)), blocks)
 
 
 @dataclass

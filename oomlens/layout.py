@@ -14,8 +14,12 @@ import io
 import itertools
 import re
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    from .grammars import Block, Cues
 
 from .envelopes import BY_NAME, Envelope, envelope_at, first_envelope, peel, starts_record, without, without_debris
 from .shapes import TEXT_TO_ZERO, TO_ZERO
@@ -255,10 +259,11 @@ def _head_shape(line: str) -> str | None:
     return line[:SAME_HEAD].translate(TEXT_TO_ZERO) if len(line) >= SAME_HEAD else None
 
 
-def newest_first(head: bytes) -> bool:
+def newest_first(head: bytes, blocks: Sequence[Block] = ()) -> bool:
     """Whether the lines were pasted in reverse order, as log viewers export newest first:
-    their times (or the kernel's uptimes) run backwards, and a traceback's header or its
-    frames' headers stand after what they head."""
+    their times (or the kernel's uptimes) run backwards, a traceback's header or its
+    frames' headers stand after what they head, and a report's lines of its own (`blocks`:
+    each family's start and the lines that continue only its blocks) stand above its start."""
     backward = forward = 0
     last = None
     for found in itertools.islice(STAMP_IN.finditer(head), ORDER_STAMPS):
@@ -288,7 +293,38 @@ def newest_first(head: bytes) -> bool:
         ahead, behind = _frame_runs(_head_lines(head))
         forward += TRACEBACK_VOTES * ahead
         backward += TRACEBACK_VOTES * behind
+    if blocks:
+        ahead, behind = _block_runs(_head_lines(head), blocks)
+        forward += TRACEBACK_VOTES * ahead
+        backward += TRACEBACK_VOTES * behind
     return backward >= TRACEBACK_VOTES and backward > 3 * forward
+
+
+BLOCK_RUN = 2  # lines that continue a block on one side of its start, and none on the other, to tell its order
+BLOCK_REACH = 64  # lines of a run looked at
+
+
+def _block_runs(lines: list[str], blocks: Sequence[Block]) -> tuple[int, int]:
+    """(blocks read forward, blocks read backward): a line that starts a block, with at
+    least BLOCK_RUN lines that continue it after it and none before it, or the other way
+    round. A run between two starts of one block tells nothing (either may own it), nor does
+    a start that may also continue a block."""
+    texts = [peel(line).text if line.strip() else "" for line in lines]
+    ahead = behind = 0
+    for block in blocks:
+        starts = {i for i, text in enumerate(texts) if text and block.start.search(text) is not None and not block.continues.match(text)}
+
+        def run(i: int, step: int, block: Block = block, starts: set[int] = starts) -> int:
+            n = 0
+            while 0 <= i + step * (n + 1) < len(texts) and n < BLOCK_REACH and block.continues.match(texts[i + step * (n + 1)]):
+                n += 1
+            return 0 if i + step * (n + 1) in starts else n  # between two starts: either may own it
+
+        for i in starts:
+            after, before = run(i, 1), run(i, -1)
+            ahead += after >= BLOCK_RUN and not before
+            behind += before >= BLOCK_RUN and not after
+    return ahead, behind
 
 
 _EXCEPTION_LINE = re.compile(r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?:\([\w.]*\))?:")
@@ -554,10 +590,10 @@ class Reversed(Layout):
         return self.count + 1 - last, self.count + 1 - first
 
 
-def laid_out(stream: BinaryIO, item: Input, triggers: re.Pattern[str] | None = None) -> tuple[BinaryIO, Layout | None]:
+def laid_out(stream: BinaryIO, item: Input, cues: Cues | None = None) -> tuple[BinaryIO, Layout | None]:
     """The stream as it was written, when its head shows it was turned round or hard-wrapped,
-    and the layout that maps its lines back (None: the stream as it is). `triggers` (every
-    family's, over text) tell a wrap that cut one report's line only (wrap_measure)."""
+    and the layout that maps its lines back (None: the stream as it is). `cues`: what the
+    families' grammars tell of a layout (a trigger cut by a wrap, a block upside down)."""
     layout: Layout | None = None
     stamps: tuple[Envelope, ...] = ()
     if not isinstance(stream, (io.BytesIO, io.BufferedReader)):  # raw: what a peek read would be lost with a failing read after it
@@ -568,7 +604,7 @@ def laid_out(stream: BinaryIO, item: Input, triggers: re.Pattern[str] | None = N
         layout = Trimmed(stream, run)
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
-    if newest_first(head):  # told by the stamps too, whatever clock put them there
+    if newest_first(head, cues.blocks if cues else ()):  # told by the stamps too, whatever clock put them there
         layout, layout.under = Reversed(stream, item), layout
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
@@ -579,7 +615,7 @@ def laid_out(stream: BinaryIO, item: Input, triggers: re.Pattern[str] | None = N
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
     for again in (False, True):  # a text wrapped twice: a wrapped paste copied again from a narrower terminal
-        wrap = wrap_layout(head, again, None if again else triggers)  # a second wrap: of many lines, a first join made some wide
+        wrap = wrap_layout(head, again, cues.triggers if cues and not again else None)  # a second wrap: of many lines, a first join made some wide
         if wrap is None:
             break
         layout, layout.under = Unwrapped(stream, *wrap), layout

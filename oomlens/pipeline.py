@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from . import collector
 from .envelopes import collector_of
 from .events import Clue, Event, Source, fold, from_rows, name_workers, number, to_rows
-from .grammars import Family, families, trigger_text
+from .grammars import Family, cues, families
 from .layout import LAYOUT_HEAD, blanks_added, laid_out, newest_first, stamped_later, wrap_layout
 from .progress import Tick, counted
 from .reduce import BUCKETS, NOTHING, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
@@ -52,7 +52,7 @@ def _read(item: Input, events: list, reduction: Reduction | None = None, fams: t
     if item.opener is None:
         return
     try:
-        stream, layout = laid_out(item.opener(), item, trigger_text(fams if fams is not None else families()))
+        stream, layout = laid_out(item.opener(), item, cues(fams if fams is not None else families()))
     except OSError as err:
         item.problems.append(f"cannot open ({err.strerror or err}): nothing read")
         return
@@ -284,13 +284,8 @@ def _ranges(item: Input, jobs: int, fams: tuple[Family, ...] | None = None) -> t
             # compressed or UTF-16 text is read by one, and so is a hole
             records = head.lstrip(BOM)  # a collector's records, one a line or in one JSON document: read by one
             encoded = head.startswith((*ENCODED, b"\0")) or compressed(head) or collector_of(records) is not None or document_of(records)
-            if (
-                encoded
-                or blanks_added(head) is not None
-                or stamped_later(head)
-                or newest_first(head)
-                or wrap_layout(head, False, trigger_text(fams if fams is not None else families()))
-            ):
+            told = cues(fams if fams is not None else families())
+            if encoded or blanks_added(head) is not None or stamped_later(head) or newest_first(head, told.blocks) or wrap_layout(head, False, told.triggers):
                 return None
             cuts = [0]
             for k in range(1, min(jobs, size // RANGE_MIN)):

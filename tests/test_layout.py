@@ -11,7 +11,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from conftest import REAL
 from oomlens import analyze
-from oomlens.grammars import families, trigger_text
+from oomlens.grammars import cues, families
 from oomlens.layout import newest_first, wrap_layout, wrap_width
 from oomlens.pipeline import read_input
 from oomlens.sources import Input
@@ -314,7 +314,7 @@ def test_one_report_cut_through_its_trigger_is_read_as_written(data):
     plain = "\n".join([*before, line, *after]) + "\n"
     text = wrapped(plain.rstrip("\n"), width) + "\n"
     assume(text.count("\n") > plain.count("\n"))
-    assert wrap_layout(text.encode(), False, trigger_text(families()))[0] == width
+    assert wrap_layout(text.encode(), False, cues(families()).triggers)[0] == width
     assert [facts(e) for e in found(text)] == [facts(e) for e in found(plain)]
 
 
@@ -323,4 +323,36 @@ def test_the_widest_line_continued_by_no_trigger_is_no_wrap():
     wrap, however the next line begins."""
     widest = "2026-03-12 11:17:34 INFO the reward model finished its batch of 512 prompts in 41.2 s with a mean score of 0.71 and"
     text = "\n".join(["INFO step 1", widest, "then it went on", "INFO step 2"]) + "\n"
-    assert wrap_layout(text.encode(), False, trigger_text(families())) is None
+    assert wrap_layout(text.encode(), False, cues(families()).triggers) is None
+
+
+# A report upside down tells the order of a paste with no time in it (newest_first, blocks)
+
+CUES = cues(families())
+BLOCK_SAMPLES = [
+    (fam.name, s.text.split("\n"))
+    for fam in families()
+    for block in CUES.blocks
+    if block.start is fam.start
+    for s in fam.samples
+    if len(lines := s.text.split("\n")) >= 3
+    and block.start.search(lines[0])
+    and not block.continues.match(lines[0])
+    and all(block.continues.match(line) for line in lines[1:3])
+]
+OTHER = ["loading shards", "Episode [1/1]:  12%|#         | 3/25", "INFO step done", "saving checkpoint to /tmp/ckpt", "metrics flushed"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_a_report_whose_lines_stand_above_its_start_tells_a_paste_newest_first(data):
+    """A multi-line report of every family that has lines of its own (a kill report's table,
+    an ActorDiedError's fields, a CUDA OOM's allocator lines) among lines that tell no order:
+    upside down it is read as newest first, as written as it is."""
+    name, block = data.draw(st.sampled_from(BLOCK_SAMPLES), label="report")
+    before = data.draw(st.lists(st.sampled_from(OTHER), max_size=5), label="before")
+    after = data.draw(st.lists(st.sampled_from(OTHER), min_size=1, max_size=5), label="after")
+    written = [*before, *block, *after]
+    assert not newest_first(("\n".join(written) + "\n").encode(), CUES.blocks), name
+    assert newest_first(("\n".join(reversed(written)) + "\n").encode(), CUES.blocks), name
+    assert not newest_first(("\n".join(reversed(written)) + "\n").encode()), name  # no time, no traceback: the report alone tells it
