@@ -464,15 +464,21 @@ def explain(incident: Incident, context: Context, kinds: Kinds) -> None:
     root = incident.root
     kind = kinds[root.kind]
     incident.memory = root.memory or kind.memory  # vLLM's CPU backend: its KV cache is host memory
-    at = when(root.time, root.time_latest, root.time_inferred)
-    incident.evidence.append(f"root: {root.kind} {'at ' + at if root.time and not root.time_inferred else at or 'at a time not printed'} ({_where(root)})")
+    incident.evidence.append(f"root: {root.kind} {_at(root)} ({_where(root)})")
     if kind.evidence and (told := render(kind.evidence, root.values())):
         incident.evidence.append(told)
     if kind.explain not in EXPLAINERS:
         raise ValueError(f"kind {root.kind!r}: explain {kind.explain!r} is none of {', '.join(EXPLAINERS)}")
     EXPLAINERS[kind.explain](incident, context, kind)
     for event in incident.cascade:
-        incident.evidence.append(f"then: {event.kind} at {event.time or '?'} ({_where(event)})")
+        incident.evidence.append(f"then: {event.kind} {_at(event)} ({_where(event)})")
+
+
+def _at(event: Event) -> str:
+    """When an event happened, in words: at its time, between its neighbours' stamps, or
+    not printed at all (never a `?`)."""
+    at = when(event.time, event.time_latest, event.time_inferred)
+    return "at " + at if event.time and not event.time_inferred else at or "at a time not printed"
 
 
 def _where(event: Event) -> str:

@@ -540,3 +540,4 @@ def test_one_nccl_oom_told_by_the_worker_and_the_driver_is_one_incident_with_eve
     [incident] = found.incidents
     assert incident.root.kind == "cuda_oom" and incident.root.pid == pid and incident.memory == "gpu"
     assert sorted(e.rank for e in incident.cascade if e.kind == "watchdog_timeout") == [r for r in range(ranks) if r != failed]
+    assert not [line for line in incident.evidence if "?" in line.split(" (")[0]]  # every time in words, never `at ?`
