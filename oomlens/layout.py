@@ -315,10 +315,13 @@ def _block_runs(lines: list[str], blocks: Sequence[Block]) -> tuple[int, int]:
         starts = {i for i, text in enumerate(texts) if text and block.start.search(text) is not None and not block.continues.match(text)}
 
         def run(i: int, step: int, block: Block = block, starts: set[int] = starts) -> int:
-            n = 0
-            while 0 <= i + step * (n + 1) < len(texts) and n < BLOCK_REACH and block.continues.match(texts[i + step * (n + 1)]):
-                n += 1
-            return 0 if i + step * (n + 1) in starts else n  # between two starts: either may own it
+            """Lines that continue the block from line i on, one way: blank lines between them
+            (a Ray report's paragraphs) neither count nor end the run."""
+            n, j = 0, i + step
+            while 0 <= j < len(texts) and abs(j - i) <= BLOCK_REACH and (not texts[j] or block.continues.match(texts[j])):
+                n += bool(texts[j])
+                j += step
+            return 0 if j in starts else n  # between two starts: either may own it
 
         for i in starts:
             after, before = run(i, 1), run(i, -1)

@@ -356,3 +356,20 @@ def test_a_report_whose_lines_stand_above_its_start_tells_a_paste_newest_first(d
     assert not newest_first(("\n".join(written) + "\n").encode(), CUES.blocks), name
     assert newest_first(("\n".join(reversed(written)) + "\n").encode(), CUES.blocks), name
     assert not newest_first(("\n".join(reversed(written)) + "\n").encode()), name  # no time, no traceback: the report alone tells it
+
+
+def test_a_report_s_paragraphs_apart_still_tell_its_order():
+    """Ray's kill report prints blank lines between its paragraphs: turned round, its lines
+    of its own stand above its first line with blanks between them, and still tell it."""
+    report = [
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        "",
+        "Memory on the node (IP: 10.0.0.3, ID: 5bf8d24f) where the task was running was 54.86GB / 57.60GB (0.952354), which exceeds the memory usage threshold of 0.95.",
+        "",
+        "Top 10 memory users:",
+        "PID\tMEM(GB)\tCOMMAND",
+        "",
+        "Consider provisioning more memory on this node.",
+    ]
+    assert newest_first(("\n".join(reversed(report)) + "\n").encode(), CUES.blocks)
+    assert not newest_first(("\n".join(report) + "\n").encode(), CUES.blocks)
