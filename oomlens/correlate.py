@@ -177,8 +177,9 @@ def identity_of(event: Event) -> str | None:
 
 def attribute(events: list[Event], context: Context, kinds: Kinds) -> bool:
     """Fill each event's component and memory from its own process and nearby tracebacks.
-    True when a remote-task header gave a report the process that raised it where the report
-    named none: its copies in the worker's own files can only be folded with it now."""
+    True when a remote-task header gave a report the process that raised it (the report named
+    none, or the driver that relayed it): its copies in the worker's own lines can only be
+    folded with it now."""
     told = False
     for event in events:
         kind = kinds[event.kind]
@@ -192,7 +193,7 @@ def attribute(events: list[Event], context: Context, kinds: Kinds) -> bool:
             if task and _names_method_of(task, event, kind.task_header):
                 if kind.task_header == "raiser":  # the header names the process that raised it
                     event.actor, event.method = task.get("actor") or event.actor, task.get("method")
-                    told = told or (event.pid is None and task.get("pid") is not None)
+                    told = told or task.get("pid") not in (None, event.pid)
                     event.pid = task.get("pid") or event.pid
                 elif event.actor in (None, task.get("actor")):
                     event.actor = event.actor or task.get("actor")
@@ -233,6 +234,8 @@ def _names_method_of(task: dict, event: Event, header: str) -> bool:
         return False
     if header == "not_caller" and task.get("error") in CALLER_ERRORS:
         return False  # the header of a RayTaskError(ActorDiedError) is the caller's task, not the dead actor's
+    if header == "raiser" and event.actor is not None and event.actor == task.get("actor") and task.get("pid") not in (None, event.pid):
+        return False  # another worker of the header's class printed this itself: the header raised its own error
     return header != "own_pid" or event.pid is None or task.get("pid") in (None, event.pid)
 
 

@@ -541,3 +541,28 @@ def test_one_nccl_oom_told_by_the_worker_and_the_driver_is_one_incident_with_eve
     assert incident.root.kind == "cuda_oom" and incident.root.pid == pid and incident.memory == "gpu"
     assert sorted(e.rank for e in incident.cascade if e.kind == "watchdog_timeout") == [r for r in range(ranks) if r != failed]
     assert not [line for line in incident.evidence if "?" in line.split(" (")[0]]  # every time in words, never `at ?`
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(workers=st.integers(2, 8), data=st.data(), gap=st.integers(0, 30))
+def test_a_worker_s_own_oom_keeps_its_pid_beside_a_sibling_s_task_header(tmp_path_factory, workers, data, gap):
+    """vLLM's cumem allocator fails in several WorkerDicts at a wake-up; the driver's
+    RayTaskError names the one whose call it saw. Each worker's own line keeps its own pid:
+    the header tells the raiser of the exception below it, not of its siblings' lines."""
+    raiser = 5000 + data.draw(st.integers(0, workers - 1), label="raiser")
+    folder = tmp_path_factory.mktemp("siblings")
+    lines = [f"(WorkerDict pid={5000 + w}, ip=10.0.0.61) CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62" for w in range(workers)]
+    lines += [f"(TaskRunner pid=4000) step:{n} - actor/entropy:0.342" for n in range(gap)]
+    lines += [
+        "(TaskRunner pid=4000) Traceback (most recent call last):",
+        '(TaskRunner pid=4000)   File "/verl/trainer/ppo/ray_trainer.py", line 1002, in fit',
+        "(TaskRunner pid=4000)     gen_batch_output = self.actor_rollout_wg.generate_sequences(gen_batch)",
+        f"(TaskRunner pid=4000) ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.actor_rollout_generate_sequences() (pid={raiser}, ip=10.0.0.61, actor_id=79f87c03850c4ebd12bc9d6a01000000, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f>)",
+        '(TaskRunner pid=4000)   File "/vllm/device_allocator/cumem.py", line 75, in create_and_map',
+        "(TaskRunner pid=4000) RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+    ]
+    (folder / "driver.log").write_text("\n".join(lines) + "\n")
+    found = analyzed(folder)
+    ooms = [e for e in found.events if e.kind == "cuda_oom"]
+    assert sorted(e.pid for e in ooms) == [5000 + w for w in range(workers)]  # one each, the driver's copy folded into the raiser's
+    assert all(e.pid == 5000 + s.line - 1 for e in ooms for s in e.sources if s.line <= workers)
