@@ -216,15 +216,21 @@ def continues(line: str, following: str, width: int, measure: int = AS_WRITTEN) 
     not a line that starts a record, nor one that begins as `line` does (its first
     characters, digits aside: the next line of one fixed format, as memory lines of nearly
     one width; a line number or a service name a collector put before every line, which
-    the rest of a wrapped line lacks), nor after blanks that pad the line (padded)."""
+    the rest of a wrapped line lacks), nor after blanks that pad the line (padded), nor a
+    frame's code after its whole `File` line, indented deeper (a frame as wide as the wrap)."""
     if columns(line, measure) != width or line.endswith("...") or not following.strip() or starts_record(following):
         return False
     if padded(line, following, width, measure):
+        return False
+    if (frame := _FRAME_HEADER.search(line)) and following.startswith(frame.group(1) + "  "):
         return False
     if _head_shape(following) == _head_shape(line):  # the next record of one format (digits aside)
         return False
     first = first_envelope(following)
     return first is None or first != first_envelope(line)
+
+
+_FRAME_HEADER = re.compile(r'(?:^|(?<=\s))(\s*)File "[^"\n]+", line \d+, in [\w<>.]+$')  # ... and its indentation
 
 
 def padded(line: str, following: str, width: int, measure: int = AS_WRITTEN) -> bool:

@@ -7,12 +7,12 @@ import io
 import re
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from conftest import REAL
 from oomlens import analyze
 from oomlens.grammars import cues, families
-from oomlens.layout import newest_first, wrap_layout, wrap_width
+from oomlens.layout import continues, newest_first, wrap_layout, wrap_width
 from oomlens.pipeline import read_input
 from oomlens.sources import Input
 
@@ -288,11 +288,22 @@ def test_blanks_a_terminal_capture_pads_every_line_with_are_no_wrap():
 
 # One long report among short lines: a wrap that cuts it through a trigger is found (wrap_measure)
 
+
+def _cuts(line: str, trigger: re.Match[str]) -> list[int]:
+    """Where a terminal of WRAP_MIN columns or more may cut a line through its trigger, with a
+    word of it on each side (a segment ending in blanks would be padding)."""
+    return [
+        cut
+        for cut in range(max(trigger.start() + 1, 80), trigger.end())
+        if not line[cut - 1].isspace() and any(c.isalnum() for c in line[trigger.start() : cut]) and any(c.isalnum() for c in line[cut : trigger.end()])
+    ]
+
+
 LONG_SAMPLES = [
-    (fam, s.text)
+    (s.text, cuts)
     for fam in families()
     for s in fam.samples
-    if "\n" not in s.text and len(s.text) >= 100 and s.text.isascii() and fam.trigger_text.search(s.text)
+    if "\n" not in s.text and s.text.isascii() and (trigger := fam.trigger_text.search(s.text)) and (cuts := _cuts(s.text, trigger))
 ]
 SHORT = ["INFO step done", "loading shards", "(pid=4) epoch 3 started", "saving checkpoint to /tmp/ckpt", "metrics flushed"]
 
@@ -302,18 +313,12 @@ SHORT = ["INFO step done", "loading shards", "(pid=4) epoch 3 started", "saving 
 def test_one_report_cut_through_its_trigger_is_read_as_written(data):
     """A report longer than the terminal among lines that all fit: cut where its trigger
     stands, it is the one piece of evidence of the wrap, and it is read whole again."""
-    fam, line = data.draw(st.sampled_from(LONG_SAMPLES), label="report")
-    trigger = fam.trigger_text.search(line)
-    cut = data.draw(st.integers(trigger.start() + 1, trigger.end() - 1), label="cut inside the trigger")
-    width = cut
-    assume(width >= 80 and not line[width - 1].isspace())  # narrower terminals are not read for wraps; a segment ending in blanks is padding
-    pieces = (line[trigger.start() : cut], line[cut : trigger.end()])
-    assume(all(any(c.isalnum() for c in piece) for piece in pieces))  # a word of the trigger on each side ('the' / 'Error:' may be two lines)
+    line, cuts = data.draw(st.sampled_from(LONG_SAMPLES), label="report")
+    width = data.draw(st.sampled_from(cuts), label="cut inside the trigger")
     before = data.draw(st.lists(st.sampled_from(SHORT), min_size=1, max_size=6), label="before")
     after = data.draw(st.lists(st.sampled_from(SHORT), min_size=0, max_size=6), label="after")
     plain = "\n".join([*before, line, *after]) + "\n"
     text = wrapped(plain.rstrip("\n"), width) + "\n"
-    assume(text.count("\n") > plain.count("\n"))
     assert wrap_layout(text.encode(), False, cues(families()).triggers)[0] == width
     assert [facts(e) for e in found(text)] == [facts(e) for e in found(plain)]
 
@@ -373,3 +378,14 @@ def test_a_report_s_paragraphs_apart_still_tell_its_order():
     ]
     assert newest_first(("\n".join(reversed(report)) + "\n").encode(), CUES.blocks)
     assert not newest_first(("\n".join(report) + "\n").encode(), CUES.blocks)
+
+
+@pytest.mark.parametrize("indent", ["", "  ", "    "])
+def test_a_frame_as_wide_as_the_wrap_keeps_its_code_on_its_own_line(indent):
+    """A `File` line that happens to be exactly as wide as the wrap is followed by its code,
+    indented deeper: that is the next line, not the rest of it; a `File` line cut inside its
+    function's name is continued by the rest of the name."""
+    frame = f'{indent}File "/mnt/public/agent_system/multi_turn_rollout/rollout_loop.py", line 326, in vanilla_multi_turn_loop'
+    code = f"{indent}    batch_output = actor_rollout_wg.generate_sequences(batch_input)"
+    assert not continues(frame, code, len(frame))
+    assert continues(frame[:-4], "loop", len(frame) - 4)
