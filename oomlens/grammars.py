@@ -98,6 +98,11 @@ LEAD_REACH = 256  # characters before a start its lead may begin at
 
 
 DIRECTIVE = re.compile(r"^//!\s*(\w+):\s?(.*)$")
+# a trigger is searched over many lines at once (the core's buffer): no anchor in it but a
+# word's end that a line break also ends
+ESCAPED = re.compile(r"\\.|\[(?:\\.|[^\]\\])*\]")  # escapes and character classes, where ^ and $ are literal
+LINE_END = re.compile(r"\(\?:\\s\|\$\)")
+ANCHOR = re.compile(r"[\^$]")
 
 
 @dataclass(slots=True)
@@ -470,6 +475,11 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
             raise ValueError(f"{path.name}:{number}: unknown directive {key!r}")
     if not triggers:
         raise ValueError(f"{path.name}: a family needs at least one trigger")
+    for trigger in triggers:
+        if ANCHOR.search(ESCAPED.sub("", LINE_END.sub("", trigger))):
+            raise ValueError(
+                f"{path.name}: trigger {trigger!r}: ^ and $ are the ends of the buffer the core searches, not of a line (write (?:\\s|$) for a word's end)"
+            )
     core = re.compile("|".join(f"(?:{s})" for s in (starts or triggers)))
     return Family(
         name=path.stem,

@@ -78,7 +78,7 @@ def wrap_measure(head: bytes, varied: bool = False, triggers: re.Pattern[str] | 
         if widths in tried:  # no line this measure counts otherwise (no tab, no colour code): the same evidence
             continue
         tried.append(widths)
-        width, cut, lines = _wrap_evidence(raw, texts, widths, measure)
+        width, cut, lines = _wrap_evidence(raw, texts, widths, measure, triggers)
         if len(cut) < WRAPPED_LINES or (found is not None and len(cut) <= found[2]):
             continue
         shapes = {line.split(b"\n")[0].translate(TO_ZERO) for line in cut}
@@ -109,7 +109,7 @@ def _cut_trigger(texts: list[str], triggers: re.Pattern[str]) -> tuple[int, int]
         i = 0
         while i < len(texts) - 1:
             j = i
-            while j < len(texts) - 1 and widths[j] == width and continues(texts[j], texts[j + 1], width, measure):
+            while j < len(texts) - 1 and widths[j] == width and continues(texts[j], texts[j + 1], width, measure, triggers):
                 j += 1
             if j > i and _across(texts[i : j + 1], triggers):
                 return width, measure
@@ -181,7 +181,7 @@ def wrap_layout(head: bytes, again: bool = False, triggers: re.Pattern[str] | No
     return (wrap[0], outer, wrap[1]) if wrap is not None else None
 
 
-def _wrap_evidence(raw: list[bytes], texts: list[str], widths: list[int], measure: int) -> tuple[int, set[bytes], int]:
+def _wrap_evidence(raw: list[bytes], texts: list[str], widths: list[int], measure: int, triggers: re.Pattern[str] | None = None) -> tuple[int, set[bytes], int]:
     """(the likeliest wrap width, the different lines cut there and continued (told apart by
     their continuation too), the lines) of the head's non-blank lines, as written and decoded.
 
@@ -200,7 +200,9 @@ def _wrap_evidence(raw: list[bytes], texts: list[str], widths: list[int], measur
         spike = counts[width] > SPIKE * max(counts.get(width - k, 0) for k in range(1, 9))
         if counts[width] >= WRAPPED_LINES and spike:
             cut = {  # segments told apart by what continues them: paths that share a long prefix
-                raw[i] + b"\n" + raw[i + 1][:16] for i in range(len(raw) - 1) if widths[i] == width and continues(texts[i], texts[i + 1], width, measure)
+                raw[i] + b"\n" + raw[i + 1][:16]
+                for i in range(len(raw) - 1)
+                if widths[i] == width and continues(texts[i], texts[i + 1], width, measure, triggers)
             }
             if len(cut) > len(best[1]):
                 best = (width, cut, len(raw))
@@ -210,17 +212,19 @@ def _wrap_evidence(raw: list[bytes], texts: list[str], widths: list[int], measur
     return best
 
 
-def continues(line: str, following: str, width: int, measure: int = AS_WRITTEN) -> bool:
+def continues(line: str, following: str, width: int, measure: int = AS_WRITTEN, triggers: re.Pattern[str] | None = None) -> bool:
     """Whether `following` is the rest of `line` that a wrap at `width` cut off: not after a
     line padded to the width or cut short on purpose (`...`, as Ray's Top-10 commands),
     not a line that starts a record, nor one that begins as `line` does (its first
     characters, digits aside: the next line of one fixed format, as memory lines of nearly
     one width; a line number or a service name a collector put before every line, which
-    the rest of a wrapped line lacks), nor after blanks that pad the line (padded), nor a
-    frame's code after its whole `File` line, indented deeper (a frame as wide as the wrap)."""
+    the rest of a wrapped line lacks), nor after blanks that pad the line (padded) unless a
+    trigger runs across them (DeepSpeed's `CPU Virtual Memory:  used`, cut after its two
+    blanks), nor a frame's code after its whole `File` line, indented deeper (a frame as wide
+    as the wrap)."""
     if columns(line, measure) != width or line.endswith("...") or not following.strip() or starts_record(following):
         return False
-    if padded(line, following, width, measure):
+    if padded(line, following, width, measure) and (triggers is None or not _across([line, following], triggers)):
         return False
     if (frame := _FRAME_HEADER.search(line)) and following.startswith(frame.group(1) + "  "):
         return False
@@ -399,8 +403,10 @@ class Unwrapped(Layout):
 
     inner: BinaryIO
 
-    def __init__(self, inner: BinaryIO, width: int, outer: tuple[Envelope, ...] = (), measure: int = AS_WRITTEN) -> None:
-        self.inner, self.width, self.outer, self.measure = inner, width, outer, measure
+    def __init__(
+        self, inner: BinaryIO, width: int, outer: tuple[Envelope, ...] = (), measure: int = AS_WRITTEN, triggers: re.Pattern[str] | None = None
+    ) -> None:
+        self.inner, self.width, self.outer, self.measure, self.triggers = inner, width, outer, measure, triggers
         self.pending: bytes | None = b""  # read, not decided: the last whole line and what follows it (None: all out)
         self.ready = bytearray()
         self.given = 0  # bytes handed out so far
@@ -432,7 +438,7 @@ class Unwrapped(Layout):
         tabs = self.measure != AS_WRITTEN  # a tab took up to eight columns: a line with one may be fewer bytes than the wrap
         for i in [i for i, body in enumerate(bodies[:count]) if (len(body) >= self.width or (tabs and b"\t" in body)) and i + 1 < len(lines)]:
             text = bodies[i].decode("utf-8", "replace").rstrip("\r")
-            if not continues(text, bodies[i + 1].decode("utf-8", "replace").rstrip("\r"), self.width, self.measure):
+            if not continues(text, bodies[i + 1].decode("utf-8", "replace").rstrip("\r"), self.width, self.measure, self.triggers):
                 continue
             if i > done:
                 self.ready += b"\n".join(lines[done:i]) + b"\n"
@@ -627,7 +633,7 @@ def laid_out(stream: BinaryIO, item: Input, cues: Cues | None = None) -> tuple[B
         wrap = wrap_layout(head, again, cues.triggers if cues and not again else None)  # a second wrap: of many lines, a first join made some wide
         if wrap is None:
             break
-        layout, layout.under = Unwrapped(stream, *wrap), layout
+        layout, layout.under = Unwrapped(stream, *wrap, triggers=cues.triggers if cues else None), layout
         stream = io.BufferedReader(layout, LAYOUT_HEAD)
         head = stream.peek(LAYOUT_HEAD)[:LAYOUT_HEAD]
     return stream, layout

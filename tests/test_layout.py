@@ -389,3 +389,14 @@ def test_a_frame_as_wide_as_the_wrap_keeps_its_code_on_its_own_line(indent):
     code = f"{indent}    batch_output = actor_rollout_wg.generate_sequences(batch_input)"
     assert not continues(frame, code, len(frame))
     assert continues(frame[:-4], "loop", len(frame) - 4)
+
+
+def test_blanks_a_trigger_runs_across_are_no_padding():
+    """A wrap that falls right after the two blanks of DeepSpeed's `CPU Virtual Memory:  used`
+    leaves a segment that ends as a padded line does: the trigger across the cut says it goes
+    on. A progress bar padded to the width, then a line of its own, stays two lines."""
+    cut = "[2025-03-02 11:32:05,441] [INFO] [utils.py:800:see_memory_usage] CPU Virtual Memory:  "
+    assert not continues(cut, "used = 127.01 GB, percent = 12.6%", len(cut))
+    assert continues(cut, "used = 127.01 GB, percent = 12.6%", len(cut), triggers=CUES.triggers)
+    bar = "Training Progress:  12%|#         | 3/25 [07:52<57:41, 157.34s/it]      "
+    assert not continues(bar, "step:3 - actor/entropy:0.342", len(bar), triggers=CUES.triggers)

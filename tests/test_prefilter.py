@@ -351,3 +351,18 @@ def test_hits_skipped_by_the_caller_are_the_ones_it_would_have_passed_over(seed)
     every = list(trigger.finditer(data, 0, len(data)))
     told: dict[str, int] = {}
     assert take(trigger.finditer(data, 0, len(data), told), told) == take(every, {})
+
+
+@pytest.mark.parametrize("trigger", ["CUDA out of memory$", "^Killed process", "(?m)^Traceback", r"OOM(?:\b|$)"])
+def test_a_trigger_anchored_at_a_line_s_end_or_start_is_refused_when_its_family_is_read(tmp_path, trigger):
+    """The core searches many lines at once: there `^` and `$` are the buffer's ends, so a
+    trigger with one would miss every line but the first or last. A family that writes one
+    is refused when read, the one word-end form `(?:\\s|$)` aside (a line break is \\s)."""
+    from oomlens.grammars import read_family
+
+    grammar = tmp_path / "anchored.lark"
+    grammar.write_text(f"//! trigger: {trigger}\nstart: WORD\n%import common.WORD\n")
+    with pytest.raises(ValueError, match="ends of the buffer"):
+        read_family(grammar)
+    grammar.write_text("//! trigger: [a-z]Error:(?:\\s|$)|[$^]x|\\$HOME\nstart: WORD\n%import common.WORD\n")
+    assert read_family(grammar).triggers
