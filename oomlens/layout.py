@@ -96,8 +96,11 @@ TRIGGER_REACH = 512  # characters on either side of a cut a trigger may span
 def _cut_trigger(texts: list[str], triggers: re.Pattern[str]) -> tuple[int, int] | None:
     """(width, measure) of a wrap told by one cut line: the widest line (under a measure), at
     least WRAP_MIN wide, continued by the segments after it, where a trigger runs across a
-    cut with a letter or digit of it on each side ('the n' / 'ode running low on memory')."""
+    cut with a letter or digit of it on each side ('the n' / 'ode running low on memory'),
+    or where the segments lack the envelope that heads the line and all the others (a quote
+    or a stamp put before every line, then the wrap)."""
     tried = []
+    heads: list[str | None] | None = None
     for measure in MEASURES:
         widths = [columns(text, measure) for text in texts]
         if widths in tried or not widths:
@@ -111,10 +114,25 @@ def _cut_trigger(texts: list[str], triggers: re.Pattern[str]) -> tuple[int, int]
             j = i
             while j < len(texts) - 1 and widths[j] == width and continues(texts[j], texts[j + 1], width, measure, triggers):
                 j += 1
-            if j > i and _across(texts[i : j + 1], triggers):
-                return width, measure
+            if j > i:
+                if _across(texts[i : j + 1], triggers):
+                    return width, measure
+                heads = heads if heads is not None else [first_envelope(text) for text in texts]
+                if _lost_envelope(heads, i, j):
+                    return width, measure
             i = j + 1
     return None
+
+
+def _lost_envelope(heads: list[str | None], i: int, j: int) -> bool:
+    """Whether the segments i+1..j lack the envelope that heads line i and at least
+    OUTER_SHARE of the other lines from the first it heads on."""
+    head = heads[i]
+    if head is None or any(heads[k] == head for k in range(i + 1, j + 1)):
+        return False
+    first = heads.index(head)
+    others = [h for k, h in enumerate(heads) if k >= first and not i < k <= j]
+    return sum(h == head for h in others) >= OUTER_SHARE * len(others)
 
 
 def _across(pieces: list[str], triggers: re.Pattern[str]) -> bool:

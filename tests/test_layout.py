@@ -7,7 +7,7 @@ import io
 import re
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from conftest import REAL
 from oomlens import analyze
@@ -26,6 +26,12 @@ def wrapped(text: str, width: int) -> str:
 
 def found(text: str) -> list:
     return [e for e in read_input(Input("<paste>", opener=lambda: io.BufferedReader(io.BytesIO(text.encode())))) if hasattr(e, "text")]
+
+
+def found_clues(text: str) -> list:
+    return [
+        c for c in read_input(Input("<paste>", opener=lambda: io.BufferedReader(io.BytesIO(text.encode())))) if not hasattr(c, "text") and c.kind == "context"
+    ]
 
 
 def facts(event) -> tuple:
@@ -400,3 +406,34 @@ def test_blanks_a_trigger_runs_across_are_no_padding():
     assert continues(cut, "used = 127.01 GB, percent = 12.6%", len(cut), triggers=CUES.triggers)
     bar = "Training Progress:  12%|#         | 3/25 [07:52<57:41, 157.34s/it]      "
     assert not continues(bar, "step:3 - actor/entropy:0.342", len(bar), triggers=CUES.triggers)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    envelope=st.sampled_from(["> ", "[2026-03-11 17:47:54] ", "2026-03-11T17:47:54.123Z ", "| "]),
+    width=st.integers(90, 200),
+    before=st.lists(st.sampled_from(SHORT), min_size=2, max_size=8),
+    after=st.lists(st.sampled_from(SHORT), min_size=1, max_size=8),
+)
+def test_one_line_cut_after_an_envelope_was_put_on_every_line_is_joined(envelope, width, before, after):
+    """A quote or a stamp put before every line, then a terminal's wrap: the one long line's
+    rest lacks the envelope every other line has, and that tells the wrap."""
+    header = "ray.exceptions.RayTaskError(NotImplementedError): ray::TaskRunner.run() (pid=2991687, ip=10.21.175.69, actor_id=aa12428bb212c26e78160ab001000000, repr=<main_ppo.TaskRunner object at 0x7f89aca2aba0>)"
+    lines = [envelope + line for line in [*before, header, *after]]
+    assume(len(lines[len(before)]) > width and all(len(line) < width for line in lines if header not in line))
+    text = wrapped("\n".join(lines), width) + "\n"
+    assert wrap_layout(text.encode(), False, CUES.triggers)[0] == width
+    [task] = [c.fields["task"] for c in found_clues(text)]
+    assert task["actor_id"] == "aa12428bb212c26e78160ab001000000" and task["pid"] == 2991687
+
+
+def test_a_stamped_log_s_unstamped_lines_are_no_lost_envelope():
+    """Python's logging stamps its records but not the lines of a traceback: the widest
+    record followed by one of them is no wrap."""
+    lines = [f"2026-03-11 17:47:{n:02d},100 INFO step {n} done" for n in range(6)]
+    lines += [
+        "2026-03-11 17:47:54,464 ERROR trainer failed while running the validation pass of the reward model, see below",
+        "Traceback (most recent call last):",
+    ]
+    lines += ['  File "/verl/trainer/main_ppo.py", line 317, in run', "    trainer.fit()", "ValueError: bad batch"]
+    assert wrap_layout(("\n".join(lines) + "\n").encode(), False, CUES.triggers) is None
