@@ -35,6 +35,7 @@ WRAPPED_SHARE = 20  # one line in this many cut; one in five times as many when 
 WIDER_LINES = 2  # lines wider than the wrap that a wrapped text may hold (1% of a long one)
 _TRACEBACK = "Traceback (most recent call last):"
 ORDER_STAMPS = 64  # times read to tell the order of the lines: enough to outvote a few out of order
+FEW_STEPS = ORDER_STAMPS // 4  # steps of time or uptime below which the order of reports' own lines is read too
 TRACEBACK_VOTES = 3  # a traceback's order weighs as much as three times in a row (interleaved processes put some out of order)
 _UPTIME_IN = re.compile(rb"\[ *(\d+\.\d{6})\] ")  # the kernel's seconds since boot, which orders lines of one second
 
@@ -97,8 +98,8 @@ def _cut_trigger(texts: list[str], triggers: re.Pattern[str]) -> tuple[int, int]
     """(width, measure) of a wrap told by one cut line: the widest line (under a measure), at
     least WRAP_MIN wide, continued by the segments after it, where a trigger runs across a
     cut with a letter or digit of it on each side ('the n' / 'ode running low on memory'),
-    or where the segments lack the envelope that heads the line and all the others (a quote
-    or a stamp put before every line, then the wrap)."""
+    or where the segments lack the envelope a tool put before the line and all the others
+    (a quote or a collector's stamp, then the wrap)."""
     tried = []
     heads: list[str | None] | None = None
     for measure in MEASURES:
@@ -124,15 +125,20 @@ def _cut_trigger(texts: list[str], triggers: re.Pattern[str]) -> tuple[int, int]
     return None
 
 
+LOST_MIN = 4  # other lines an envelope must head for its loss to tell a wrap
+
+
 def _lost_envelope(heads: list[str | None], i: int, j: int) -> bool:
-    """Whether the segments i+1..j lack the envelope that heads line i and at least
-    OUTER_SHARE of the other lines from the first it heads on."""
+    """Whether the segments i+1..j lack the envelope a tool put on every line (a quote, a
+    collector's stamp: envelopes.toml `added`) that heads line i and at least OUTER_SHARE of
+    the other lines from the first it heads on, LOST_MIN of them or more."""
     head = heads[i]
-    if head is None or any(heads[k] == head for k in range(i + 1, j + 1)):
-        return False
+    if head is None or not BY_NAME[head].added or any(heads[k] == head for k in range(i + 1, j + 1)):
+        return False  # a program's own header (Ray's prefix) is missing from many a line it wrote
     first = heads.index(head)
-    others = [h for k, h in enumerate(heads) if k >= first and not i < k <= j]
-    return sum(h == head for h in others) >= OUTER_SHARE * len(others)
+    others = [h for k, h in enumerate(heads) if k >= first and not i <= k <= j]
+    headed = sum(h == head for h in others)
+    return headed >= LOST_MIN and headed >= OUTER_SHARE * len(others)
 
 
 def _across(pieces: list[str], triggers: re.Pattern[str]) -> bool:
@@ -290,8 +296,9 @@ def _head_shape(line: str) -> str | None:
 def newest_first(head: bytes, blocks: Sequence[Block] = ()) -> bool:
     """Whether the lines were pasted in reverse order, as log viewers export newest first:
     their times (or the kernel's uptimes) run backwards, a traceback's header or its
-    frames' headers stand after what they head, and a report's lines of its own (`blocks`:
-    each family's start and the lines that continue only its blocks) stand above its start."""
+    frames' headers stand after what they head, and, where few times tell it, a report's
+    lines of its own (`blocks`: each family's start and the lines that continue only its
+    blocks) stand above its start."""
     backward = forward = 0
     last = None
     for found in itertools.islice(STAMP_IN.finditer(head), ORDER_STAMPS):
@@ -321,7 +328,7 @@ def newest_first(head: bytes, blocks: Sequence[Block] = ()) -> bool:
         ahead, behind = _frame_runs(_head_lines(head))
         forward += TRACEBACK_VOTES * ahead
         backward += TRACEBACK_VOTES * behind
-    if blocks:
+    if blocks and forward + backward < FEW_STEPS:  # a paste with a few times at most: its reports' order tells
         ahead, behind = _block_runs(_head_lines(head), blocks)
         forward += TRACEBACK_VOTES * ahead
         backward += TRACEBACK_VOTES * behind
@@ -330,24 +337,40 @@ def newest_first(head: bytes, blocks: Sequence[Block] = ()) -> bool:
 
 BLOCK_RUN = 2  # lines that continue a block on one side of its start, and none on the other, to tell its order
 BLOCK_REACH = 64  # lines of a run looked at
+BLOCK_LINES = 256  # lines of a head read for reports upside down: a paste's worth
+START_LINE = 1024  # characters of a line that may start or continue a report (a metrics line is longer and none)
 
 
 def _block_runs(lines: list[str], blocks: Sequence[Block]) -> tuple[int, int]:
     """(blocks read forward, blocks read backward): a line that starts a block, with at
     least BLOCK_RUN lines that continue it after it and none before it, or the other way
     round. A run between two starts of one block tells nothing (either may own it), nor does
-    a start that may also continue a block."""
-    texts = [peel(line).text if line.strip() else "" for line in lines]
+    a start that may also continue a block.
+
+    Each start is looked for once over the whole head as written; only the lines it finds,
+    and those around them, are peeled and read (a head holds hundreds of lines)."""
+    lines = [line if len(line) <= START_LINE else "" for line in lines[:BLOCK_LINES]]  # a report's lines are short; metrics lines run to kilobytes
+    joined = "\n".join(lines)
+    begins = list(itertools.accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
+    peeled: dict[int, str] = {}
+
+    def text(k: int) -> str:
+        if k not in peeled:
+            peeled[k] = peel(lines[k]).text if lines[k].strip() else ""
+        return peeled[k]
+
     ahead = behind = 0
     for block in blocks:
-        starts = {i for i, text in enumerate(texts) if text and block.start.search(text) is not None and not block.continues.match(text)}
+        anywhere = re.compile(getattr(block.start, "core", block.start).pattern, re.M)  # `re` keeps it compiled
+        found = {bisect.bisect_right(begins, m.start()) - 1 for m in anywhere.finditer(joined)}
+        starts = {k for k in found if text(k) and block.start.search(text(k)) is not None and not block.continues.match(text(k))}
 
         def run(i: int, step: int, block: Block = block, starts: set[int] = starts) -> int:
             """Lines that continue the block from line i on, one way: blank lines between them
             (a Ray report's paragraphs) neither count nor end the run."""
             n, j = 0, i + step
-            while 0 <= j < len(texts) and abs(j - i) <= BLOCK_REACH and (not texts[j] or block.continues.match(texts[j])):
-                n += bool(texts[j])
+            while 0 <= j < len(lines) and abs(j - i) <= BLOCK_REACH and (not text(j) or block.continues.match(text(j))):
+                n += bool(text(j))
                 j += step
             return 0 if j in starts else n  # between two starts: either may own it
 

@@ -412,7 +412,7 @@ def test_blanks_a_trigger_runs_across_are_no_padding():
 @given(
     envelope=st.sampled_from(["> ", "[2026-03-11 17:47:54] ", "2026-03-11T17:47:54.123Z ", "| "]),
     width=st.integers(90, 200),
-    before=st.lists(st.sampled_from(SHORT), min_size=2, max_size=8),
+    before=st.lists(st.sampled_from(SHORT), min_size=3, max_size=8),
     after=st.lists(st.sampled_from(SHORT), min_size=1, max_size=8),
 )
 def test_one_line_cut_after_an_envelope_was_put_on_every_line_is_joined(envelope, width, before, after):
