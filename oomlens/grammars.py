@@ -55,6 +55,7 @@ from typing import Any, NamedTuple
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import LarkError, UnexpectedInput
 
+from .prefilter import Regex
 from .shapes import MAX_SHAPE_LINE, MAX_SHAPES, NUMBER_RUN, numbers_and_shape
 
 
@@ -121,6 +122,7 @@ class Block(NamedTuple):
 
     start: re.Pattern[str] | Start
     continues: re.Pattern[str]
+    anywhere: Regex | re.Pattern[bytes]  # the start over many lines' bytes: the core's DFA where its syntax allows
 
 
 class Cues(NamedTuple):
@@ -137,7 +139,11 @@ PLAIN_LINES = ("    result = compute(batch, step)", "  and then some words", "\t
 def cues(fams: Iterable[Family]) -> Cues:
     """The layout cues of these families (`re` keeps their patterns compiled by their text)."""
     fams = tuple(fams)
-    blocks = tuple(Block(fam.start, fam.continues) for fam in fams if fam.continues is not None and not any(fam.continues.match(line) for line in PLAIN_LINES))
+    blocks = tuple(
+        Block(fam.start, fam.continues, fam.start_anywhere)
+        for fam in fams
+        if fam.continues is not None and not any(fam.continues.match(line) for line in PLAIN_LINES)
+    )
     return Cues(re.compile("|".join(f"(?:{t})" for fam in fams for t in fam.triggers)), blocks)
 
 
@@ -169,6 +175,16 @@ class Family:
     def trigger_text(self) -> re.Pattern[str]:
         """The family's triggers, over peeled text."""
         return re.compile("|".join(f"(?:{t})" for t in self.triggers))
+
+    @functools.cached_property
+    def start_anywhere(self) -> Regex | re.Pattern[bytes]:
+        """Where the family's blocks may start, over the bytes of many lines: the core's DFA
+        (a look-around is no syntax of it: then `re`, line by line with MULTILINE)."""
+        pattern = getattr(self.start, "core", self.start).pattern
+        try:
+            return Regex(pattern) if pattern.isascii() else re.compile(pattern.encode(), re.M)
+        except ValueError:
+            return re.compile(pattern.encode(), re.M)
 
     @functools.cached_property
     def parser(self) -> Lark:

@@ -73,12 +73,13 @@ def wrap_measure(head: bytes, varied: bool = False, triggers: re.Pattern[str] | 
     raw = [line.rstrip(b"\r") for line in head[: head.rfind(b"\n") + 1 if len(head) > 1 << 12 else len(head)].split(b"\n")]
     raw = [line for line in raw if line.strip()]
     texts = [line.decode("utf-8", "replace") for line in raw]
-    found, tried = None, []
+    found: tuple[int, int, int] | None = None
+    measured: dict[int, list[int]] = {}
     for measure in MEASURES:
         widths = [columns(text, measure) for text in texts]
-        if widths in tried:  # no line this measure counts otherwise (no tab, no colour code): the same evidence
+        if widths in measured.values():  # no line this measure counts otherwise (no tab, no colour code): the same evidence
             continue
-        tried.append(widths)
+        measured[measure] = widths
         width, cut, lines = _wrap_evidence(raw, texts, widths, measure, triggers)
         if len(cut) < WRAPPED_LINES or (found is not None and len(cut) <= found[2]):
             continue
@@ -87,26 +88,23 @@ def wrap_measure(head: bytes, varied: bool = False, triggers: re.Pattern[str] | 
         if many or (len(shapes) >= 2 and len(cut) * WRAPPED_SHARE * 5 >= lines):
             found = (width, measure, len(cut))
     if found is None and triggers is not None:
-        return _cut_trigger(texts, triggers)
+        return _cut_trigger(texts, triggers, measured)
     return None if found is None else found[:2]
 
 
 TRIGGER_REACH = 512  # characters on either side of a cut a trigger may span
 
 
-def _cut_trigger(texts: list[str], triggers: re.Pattern[str]) -> tuple[int, int] | None:
+def _cut_trigger(texts: list[str], triggers: re.Pattern[str], measured: dict[int, list[int]]) -> tuple[int, int] | None:
     """(width, measure) of a wrap told by one cut line: the widest line (under a measure), at
     least WRAP_MIN wide, continued by the segments after it, where a trigger runs across a
     cut with a letter or digit of it on each side ('the n' / 'ode running low on memory'),
     or where the segments lack the envelope a tool put before the line and all the others
     (a quote or a collector's stamp, then the wrap)."""
-    tried = []
     heads: list[str | None] | None = None
-    for measure in MEASURES:
-        widths = [columns(text, measure) for text in texts]
-        if widths in tried or not widths:
+    for measure, widths in measured.items():  # each measure's widths of the lines, as wrap_measure took them
+        if not widths:
             continue
-        tried.append(widths)
         width = max(widths)
         if width < WRAP_MIN:
             continue
@@ -350,8 +348,9 @@ def _block_runs(lines: list[str], blocks: Sequence[Block]) -> tuple[int, int]:
     Each start is looked for once over the whole head as written; only the lines it finds,
     and those around them, are peeled and read (a head holds hundreds of lines)."""
     lines = [line if len(line) <= START_LINE else "" for line in lines[:BLOCK_LINES]]  # a report's lines are short; metrics lines run to kilobytes
-    joined = "\n".join(lines)
-    begins = list(itertools.accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
+    encoded = [line.encode("utf-8", "surrogateescape") for line in lines]
+    joined = b"\n".join(encoded)
+    begins = list(itertools.accumulate((len(line) + 1 for line in encoded[:-1]), initial=0))
     peeled: dict[int, str] = {}
 
     def text(k: int) -> str:
@@ -361,8 +360,7 @@ def _block_runs(lines: list[str], blocks: Sequence[Block]) -> tuple[int, int]:
 
     ahead = behind = 0
     for block in blocks:
-        anywhere = re.compile(getattr(block.start, "core", block.start).pattern, re.M)  # `re` keeps it compiled
-        found = {bisect.bisect_right(begins, m.start()) - 1 for m in anywhere.finditer(joined)}
+        found = {bisect.bisect_right(begins, m.start()) - 1 for m in block.anywhere.finditer(joined)}
         starts = {k for k in found if text(k) and block.start.search(text(k)) is not None and not block.continues.match(text(k))}
 
         def run(i: int, step: int, block: Block = block, starts: set[int] = starts) -> int:
