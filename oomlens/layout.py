@@ -143,8 +143,7 @@ def _across(pieces: list[str], triggers: re.Pattern[str]) -> bool:
     """Whether a trigger matches across a cut between the pieces of one line."""
     joined, cuts = "".join(pieces), list(itertools.accumulate(len(piece) for piece in pieces[:-1]))
     for cut in cuts:
-        lo = max(0, cut - TRIGGER_REACH)
-        at = lo
+        at = max(0, cut - TRIGGER_REACH)
         while (m := triggers.search(joined, at, cut + TRIGGER_REACH)) is not None and m.start() < cut:
             if m.end() > cut and any(c.isalnum() for c in joined[m.start() : cut]) and any(c.isalnum() for c in joined[cut : m.end()]):
                 return True
@@ -256,7 +255,7 @@ def continues(line: str, following: str, width: int, measure: int = AS_WRITTEN, 
     return first is None or first != first_envelope(line)
 
 
-_FRAME_HEADER = re.compile(r'(?:^|(?<=\s))(\s*)File "[^"\n]+", line \d+, in [\w<>.]+$')  # ... and its indentation
+_FRAME_HEADER = re.compile(r'(?:^|(?<=\s))(\s*)File "[^"\n]+", line \d+,? in [\w<>.]+$')  # ... and its indentation (faulthandler writes no comma)
 
 
 def padded(line: str, following: str, width: int, measure: int = AS_WRITTEN) -> bool:
@@ -315,19 +314,21 @@ def newest_first(head: bytes, blocks: Sequence[Block] = ()) -> bool:
             backward += up < last_up
             forward += up > last_up
         last_up = up
-    if _TRACEBACK.encode() in head:
-        lines = _head_lines(head)
+    steps = forward + backward
+    headed, framed, reports = _TRACEBACK.encode() in head, b'File "' in head, bool(blocks) and steps < FEW_STEPS
+    lines = _head_lines(head) if headed or framed or reports else []  # decoded once, where something reads it
+    if headed:
         for i, line in enumerate(lines[1:-1], 1):
             if _TRACEBACK in line and peel(line).text.strip() == _TRACEBACK:
                 before, after = (peel(lines[j]).text.lstrip().startswith('File "') for j in (i - 1, i + 1))
                 backward += TRACEBACK_VOTES * (before and not after)
                 forward += TRACEBACK_VOTES * (after and not before)
-    if b'File "' in head:
-        ahead, behind = _frame_runs(_head_lines(head))
+    if framed:
+        ahead, behind = _frame_runs(lines)
         forward += TRACEBACK_VOTES * ahead
         backward += TRACEBACK_VOTES * behind
-    if blocks and forward + backward < FEW_STEPS:  # a paste with a few times at most: its reports' order tells
-        ahead, behind = _block_runs(_head_lines(head), blocks)
+    if reports:  # a paste with a few times at most: its reports' order tells
+        ahead, behind = _block_runs(lines, blocks)
         forward += TRACEBACK_VOTES * ahead
         backward += TRACEBACK_VOTES * behind
     return backward >= TRACEBACK_VOTES and backward > 3 * forward

@@ -386,12 +386,13 @@ def test_a_report_s_paragraphs_apart_still_tell_its_order():
     assert not newest_first(("\n".join(report) + "\n").encode(), CUES.blocks)
 
 
+@pytest.mark.parametrize("comma", [",", ""])  # faulthandler's frames print none before `in`
 @pytest.mark.parametrize("indent", ["", "  ", "    "])
-def test_a_frame_as_wide_as_the_wrap_keeps_its_code_on_its_own_line(indent):
+def test_a_frame_as_wide_as_the_wrap_keeps_its_code_on_its_own_line(indent, comma):
     """A `File` line that happens to be exactly as wide as the wrap is followed by its code,
     indented deeper: that is the next line, not the rest of it; a `File` line cut inside its
     function's name is continued by the rest of the name."""
-    frame = f'{indent}File "/mnt/public/agent_system/multi_turn_rollout/rollout_loop.py", line 326, in vanilla_multi_turn_loop'
+    frame = f'{indent}File "/mnt/public/agent_system/multi_turn_rollout/rollout_loop.py", line 326{comma} in vanilla_multi_turn_loop'
     code = f"{indent}    batch_output = actor_rollout_wg.generate_sequences(batch_input)"
     assert not continues(frame, code, len(frame))
     assert continues(frame[:-4], "loop", len(frame) - 4)
