@@ -14,7 +14,6 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import collector
-from .envelopes import collector_of
 from .events import Clue, Event, Source, fold, from_rows, name_workers, number, to_rows
 from .grammars import Family, cues, families
 from .layout import LAYOUT_HEAD, blanks_added, laid_out, newest_first, stamped_later, wrap_layout
@@ -22,7 +21,7 @@ from .progress import Tick, counted
 from .reduce import BUCKETS, NOTHING, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
-from .sources import BOM, ENCODED, Input, Text, compressed, discover, document_of, error_line, marks_in, reopen, session_start
+from .sources import BOM, ENCODED, Input, Text, compressed, discover, error_line, marks_in, records_of, reopen, session_start
 from .times import YEAR, Stamp, first_stamp
 
 if TYPE_CHECKING:
@@ -283,7 +282,7 @@ def _ranges(item: Input, jobs: int, fams: tuple[Family, ...] | None = None) -> t
             head = fh.read(LAYOUT_HEAD)
             # compressed or UTF-16 text is read by one, and so is a hole
             records = head.lstrip(BOM)  # a collector's records, one a line or in one JSON document: read by one
-            encoded = head.startswith((*ENCODED, b"\0")) or compressed(head) or collector_of(records) is not None or document_of(records)
+            encoded = head.startswith((*ENCODED, b"\0")) or compressed(head) or records_of(records) is not None
             told = cues(fams if fams is not None else families())
             if encoded or blanks_added(head) is not None or stamped_later(head) or newest_first(head, told.blocks) or wrap_layout(head, False, told.triggers):
                 return None

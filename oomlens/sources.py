@@ -476,7 +476,7 @@ def _file(path: str, named: bool = True, at: str | None = None, pick: Pick | Non
             if not _is_tar(head) and not head.startswith(ZIP_MAGIC):
                 text = _unmarked(stream, RECORDS_HEAD)
                 records = text.peek(RECORDS_HEAD)[:RECORDS_HEAD]
-                collector = collector_of(records) or (DOCUMENT if document_of(records) else None)
+                collector = records_of(records)
                 head = _head(text, probe)
     except OSError as err:
         yield Input(path, problems=[f"cannot read ({_reason(err)}): nothing read"], session=at)
@@ -866,6 +866,12 @@ def document_of(head: bytes) -> bool:
     return isinstance(first, dict) and collector_of(json.dumps(first).encode() + b"\n") is not None
 
 
+def records_of(head: bytes) -> Collector | str | None:
+    """How a head's records are written: a collector's, one a line (envelopes.collector_of),
+    in one JSON document (DOCUMENT), or None for plain text."""
+    return collector_of(head) or (DOCUMENT if document_of(head) else None)
+
+
 def _unmarked(stream: io.BufferedReader, size: int) -> io.BufferedReader:
     """Text over `stream`, buffered by `size` bytes (what a peek may see)."""
     return cast(io.BufferedReader, io.BufferedReader(Text(stream, utf16=utf16(stream.peek(SNIFF)[:SNIFF])), size))
@@ -891,7 +897,7 @@ def as_text(stream: io.BufferedReader, collector: Collector | str | None = SNIFF
     text = _unmarked(stream, RECORDS_HEAD if collector == SNIFFED else STEP)
     if collector == SNIFFED:
         head = text.peek(RECORDS_HEAD)[:RECORDS_HEAD]
-        collector = collector_of(head) or (DOCUMENT if document_of(head) else None)
+        collector = records_of(head)
     if collector == DOCUMENT:
         text = cast(io.BufferedReader, io.BufferedReader(Document(text), STEP))
         collector = collector_of(text.peek(RECORDS_HEAD)[:RECORDS_HEAD])
