@@ -10,7 +10,7 @@ use regex_automata::{
 
 /// Bytes read as Latin-1, one character a byte, as Python's `re` reads them: no Unicode
 /// classes, and a byte that is not UTF-8 is a character like any other.
-fn syntax_config() -> syntax::Config {
+pub(crate) fn syntax_config() -> syntax::Config {
     syntax::Config::new().unicode(false).utf8(false)
 }
 

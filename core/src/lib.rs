@@ -18,8 +18,18 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 pub mod engine;
+pub mod mask;
+pub mod plans;
+pub mod pool;
+pub mod reader;
+pub mod stamps;
+
+use std::sync::Arc;
 
 use engine::{Found, Matcher, Searcher};
+use plans::{Ctx, Made, Value};
+use reader::{Payload, Row, ATTRIBUTES};
+use stamps::{LayoutSpec, Lent, Stamp};
 
 /// The bytes of a Python buffer (bytes, bytearray, memoryview), borrowed while the GIL is held.
 fn bytes_of(buffer: &PyBuffer<u8>) -> PyResult<&[u8]> {
@@ -266,8 +276,696 @@ fn utf8_valid(data: &Bound<'_, PyAny>, end: Option<usize>) -> PyResult<bool> {
     Ok(std::str::from_utf8(&bytes[..end]).is_ok())
 }
 
+// -- times -------------------------------------------------------------------------------------
+
+type StampTuple = (Option<i64>, i64, i64, i64, i64, i64, Option<i64>, Option<i64>);
+
+fn stamp_tuple(s: &Stamp) -> StampTuple {
+    (s.year, s.month, s.day, s.hour, s.minute, s.second, s.millis, s.zone)
+}
+
+fn stamp_of_tuple(t: StampTuple) -> Stamp {
+    Stamp {
+        year: t.0,
+        month: t.1,
+        day: t.2,
+        hour: t.3,
+        minute: t.4,
+        second: t.5,
+        millis: t.6,
+        zone: t.7,
+    }
+}
+
+/// The time layouts of data/times.toml, found and read in raw bytes (stamps.rs).
+#[pyclass(frozen, module = "oomlens._core")]
+struct Stamps {
+    stamps: Arc<stamps::Stamps>,
+}
+
+#[pymethods]
+impl Stamps {
+    /// `layouts`: (name, pattern, anywhere, utc) of each, in the file's order; `prefix_ip`: the
+    /// pattern whose first group is the node Ray's prefix names.
+    #[new]
+    fn new(layouts: Vec<(String, String, bool, bool)>, prefix_ip: &str) -> PyResult<Self> {
+        guarded("compiling time layouts", || {
+            let specs: Vec<LayoutSpec> = layouts
+                .into_iter()
+                .map(|(name, pattern, anywhere, utc)| LayoutSpec { name, pattern, anywhere, utc })
+                .collect();
+            Ok(Stamps {
+                stamps: Arc::new(stamps::Stamps::new(&specs, prefix_ip).map_err(value_error)?),
+            })
+        })
+    }
+
+    /// The first time a clock shows in data[pos:end], and where its line begins.
+    #[pyo3(signature = (data, pos = 0, end = None))]
+    fn first(&self, data: &Bound<'_, PyAny>, pos: usize, end: Option<usize>) -> PyResult<Option<(StampTuple, usize)>> {
+        let buffer = PyBuffer::<u8>::get(data)?;
+        let bytes = bytes_of(&buffer)?;
+        let (pos, end) = bounds(bytes.len(), pos, end);
+        guarded("finding a time", || Ok(self.stamps.first(bytes, pos, end).map(|(s, at)| (stamp_tuple(&s), at))))
+    }
+
+    /// Every time standing in data (leftmost-first, apart), at most `limit`, each None
+    /// where it is no time a clock shows.
+    #[pyo3(signature = (data, limit = None))]
+    fn every(&self, data: &Bound<'_, PyAny>, limit: Option<usize>) -> PyResult<Vec<Option<StampTuple>>> {
+        let buffer = PyBuffer::<u8>::get(data)?;
+        let bytes = bytes_of(&buffer)?;
+        guarded("finding times", || {
+            let mut found = Vec::new();
+            self.stamps.each(bytes, 0, bytes.len(), |start, end| {
+                found.push(self.stamps.read(&bytes[start..end]).map(|s| stamp_tuple(&s)));
+                limit.is_none_or(|n| found.len() < n)
+            });
+            Ok(found)
+        })
+    }
+
+    /// The node the Ray prefix of the line holding `pos` names (of data[:end]), if it names one.
+    fn node_of_line(&self, data: &Bound<'_, PyAny>, pos: usize, end: usize) -> PyResult<Option<String>> {
+        let buffer = PyBuffer::<u8>::get(data)?;
+        let bytes = bytes_of(&buffer)?;
+        let end = end.min(bytes.len());
+        guarded("reading a prefix", || Ok(self.stamps.node_of_line(bytes, pos.min(end), end)))
+    }
+
+    /// The last time a clock shows in data[pos:end], and where it starts.
+    #[pyo3(signature = (data, pos = 0, end = None))]
+    fn last(&self, data: &Bound<'_, PyAny>, pos: usize, end: Option<usize>) -> PyResult<Option<(StampTuple, usize)>> {
+        let buffer = PyBuffer::<u8>::get(data)?;
+        let bytes = bytes_of(&buffer)?;
+        let (pos, end) = bounds(bytes.len(), pos, end);
+        guarded("finding a time", || Ok(self.stamps.last(bytes, pos, end).map(|(s, at)| (stamp_tuple(&s), at))))
+    }
+}
+
+/// The Stamp a layout's named groups spell (None: no time a clock shows): times.py's
+/// stamp_of_groups, for the times an envelope's pattern reads.
+#[pyfunction]
+#[pyo3(signature = (y, mo, mon, d, h, mi, s, frac, zone, epoch, utc = false))]
+#[allow(clippy::too_many_arguments)]
+fn stamp_of_groups(
+    y: Option<&str>,
+    mo: Option<&str>,
+    mon: Option<&str>,
+    d: Option<&str>,
+    h: Option<&str>,
+    mi: Option<&str>,
+    s: Option<&str>,
+    frac: Option<&str>,
+    zone: Option<&str>,
+    epoch: Option<&str>,
+    utc: bool,
+) -> Option<StampTuple> {
+    fn b(t: Option<&str>) -> Option<&[u8]> {
+        t.map(str::as_bytes)
+    }
+    let parts = stamps::Parts {
+        y: b(y),
+        mo: b(mo),
+        mon: b(mon),
+        d: b(d),
+        h: b(h),
+        mi: b(mi),
+        s: b(s),
+        frac: b(frac),
+        zone: b(zone),
+        epoch: b(epoch),
+    };
+    stamps::stamp_of_parts(&parts, utc).map(|st| stamp_tuple(&st))
+}
+
+// -- lines the core reads whole ---------------------------------------------------------------
+
+fn value_of(obj: &Bound<'_, PyAny>) -> Option<Value> {
+    if obj.is_none() {
+        Some(Value::None)
+    } else if let Ok(b) = obj.downcast::<pyo3::types::PyBool>() {
+        Some(Value::Bool(b.is_true()))
+    } else if obj.is_instance_of::<pyo3::types::PyInt>() {
+        obj.extract::<i64>().ok().map(Value::Int)
+    } else if obj.is_instance_of::<pyo3::types::PyFloat>() {
+        obj.extract::<f64>().ok().map(Value::Float)
+    } else if let Ok(text) = obj.downcast::<pyo3::types::PyString>() {
+        text.to_str().ok().map(|t| Value::Str(t.into()))
+    } else {
+        None
+    }
+}
+
+fn object_of<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::None => py.None().into_bound(py),
+        Value::Bool(b) => pyo3::types::PyBool::new(py, *b).to_owned().into_any(),
+        Value::Int(i) => i.into_pyobject(py)?.into_any(),
+        Value::Float(f) => f.into_pyobject(py)?.into_any(),
+        Value::Str(s) => pyo3::types::PyString::new(py, s).into_any(),
+    })
+}
+
+/// What Python made of a line: None, or (outputs, own time, where a local time goes). Err
+/// where a value is none the core holds (a list, an integer past 2**63): no plan reads it.
+fn made_of(obj: &Bound<'_, PyAny>) -> Result<Option<Made>, ()> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    type Told<'a> = (Vec<(String, Bound<'a, PyAny>)>, Option<StampTuple>, usize);
+    let (outputs, own, local_at): Told<'_> = obj.extract().map_err(|_| ())?;
+    let mut values = Vec::with_capacity(outputs.len());
+    for (name, value) in outputs {
+        values.push((Arc::<str>::from(name), value_of(&value).ok_or(())?));
+    }
+    Ok(Some(Made {
+        outputs: values,
+        own: own.map(stamp_of_tuple),
+        local_at,
+    }))
+}
+
+fn ctx_of(pid: Option<i64>, node: Option<&str>, actor: Option<&str>) -> Ctx {
+    Ctx {
+        pid,
+        node: node.map(Into::into),
+        actor: actor.map(Into::into),
+    }
+}
+
+/// A plan told: its shape, its state, each output's operations, its time's rules.
+type Described = (String, String, Vec<(String, Vec<String>)>, Vec<String>);
+
+/// What every reader of a process shares: the families as the core finds and shapes them,
+/// the times, the plans learned (reader.rs).
+#[pyclass(frozen, module = "oomlens._core")]
+struct Lines {
+    setup: reader::Setup,
+}
+
+#[pymethods]
+impl Lines {
+    /// `families`: (name, whether its lines make readings, reduce, keep) of each; `pattern_family`: per trigger pattern of the
+    /// Prefilter the readers are given, its family's index (None: a worker's announcement);
+    /// `suffix`: what in a reduced line's left-out part still matters; `shadow`: Python reads
+    /// every line and the core compares.
+    #[new]
+    fn new(
+        stamps: &Stamps,
+        families: Vec<(String, bool, Option<String>, Option<String>)>,
+        pattern_family: Vec<Option<usize>>,
+        suffix: &str,
+        shadow: bool,
+    ) -> PyResult<Self> {
+        guarded("setting up the reader", || {
+            let specs: Vec<reader::FamilySpec> = families
+                .into_iter()
+                .map(|(name, plannable, reduce, keep)| reader::FamilySpec { name, plannable, reduce, keep })
+                .collect();
+            let setup = reader::Setup::new(stamps.stamps.clone(), &specs, pattern_family, suffix, shadow).map_err(value_error)?;
+            Ok(Lines { setup })
+        })
+    }
+
+    /// What Python made of a line of `family` (made: None, or (outputs, own time, where a
+    /// local time goes), or anything else where it made what no plan holds), in the context
+    /// it read it: the plan of its shape settles on it, or is learned from it, with `probe`
+    /// (line, pid, node, actor) -> made: Python reading the line as the core changes it
+    /// (its values changed or zeroed, or in another file's context: reader.rs).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (family, line, pid, node, actor, made, probe = None))]
+    fn learn(
+        &self,
+        family: usize,
+        line: &[u8],
+        pid: Option<i64>,
+        node: Option<&str>,
+        actor: Option<&str>,
+        made: &Bound<'_, PyAny>,
+        probe: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let ctx = ctx_of(pid, node, actor);
+        let Ok(made) = made_of(made) else {
+            self.setup.forget(family, line);
+            return Ok(());
+        };
+        let mut asked = |line: &[u8], ctx: &Ctx| -> PyResult<Option<Option<Made>>> {
+            let probe = probe.expect("asked only with a probe");
+            let made = probe.call1((pyo3::types::PyBytes::new(probe.py(), line), ctx.pid, ctx.node.as_deref(), ctx.actor.as_deref()))?;
+            Ok(made_of(&made).ok())
+        };
+        let probing: Option<&mut reader::Probe<'_, PyErr>> = if probe.is_some() { Some(&mut asked) } else { None };
+        match catch_unwind(AssertUnwindSafe(|| self.setup.learn(family, line, &ctx, &made, probing))) {
+            Ok(result) => result.map(|_| ()),
+            Err(_) => Err(PyValueError::new_err("oomlens core: learning a line: a panic")),
+        }
+    }
+
+    /// The line with its values changed at their last digit, at their first, and zeroed
+    /// (plans.rs).
+    fn perturbed<'py>(&self, py: Python<'py>, family: usize, line: &[u8]) -> PyResult<Vec<Bound<'py, pyo3::types::PyBytes>>> {
+        guarded("changing a line's values", || {
+            let (mut key, mut tokens) = (Vec::new(), Vec::new());
+            self.setup.shape(family, line, &mut key, &mut tokens);
+            let changes = [plans::Change::Last, plans::Change::First, plans::Change::Zero];
+            Ok(changes
+                .iter()
+                .map(|&change| pyo3::types::PyBytes::new(py, &plans::perturbed(line, &tokens, change)))
+                .collect())
+        })
+    }
+
+    /// Each plan: its shape (the line masked), its state, and its outputs with the
+    /// operations left for each (what `make bench` and the tests look at).
+    fn describe(&self) -> PyResult<Vec<Described>> {
+        let plans = self.setup.plans.lock().map_err(value_error)?;
+        let mut out = Vec::new();
+        for (key, plan) in plans.iter() {
+            let shape = String::from_utf8_lossy(&key[2..]).into_owned();
+            let names: Vec<String> = plan.layout.as_ref().map_or_else(Vec::new, |l| l.names.iter().map(|n| n.to_string()).collect());
+            let slots = names
+                .into_iter()
+                .zip(&plan.slots)
+                .map(|(n, ops)| (n, ops.iter().map(|o| format!("{o:?}")).collect()))
+                .collect();
+            out.push((
+                shape,
+                format!("{:?} zero-sensitive {:?}", plan.state, plan.zero_sensitive),
+                slots,
+                plan.time.iter().map(|t| format!("{t:?}")).collect(),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// What the plan of a line's shape reads of it in a context: (state, its outputs and own
+    /// time, or why it cannot: "disagree", "edge"); None where its shape has no plan.
+    #[pyo3(signature = (family, line, pid = None, node = None, actor = None))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        family: usize,
+        line: &[u8],
+        pid: Option<i64>,
+        node: Option<&str>,
+        actor: Option<&str>,
+    ) -> PyResult<Option<(String, Bound<'py, PyAny>)>> {
+        let (mut key, mut tokens) = (Vec::new(), Vec::new());
+        if !self.setup.shape(family, line, &mut key, &mut tokens) {
+            return Ok(None);
+        }
+        let plans = self.setup.plans.lock().map_err(value_error)?;
+        let Some(plan) = plans.get(&key) else { return Ok(None) };
+        let seen = plans::Seen { line, tokens: &tokens };
+        let told = match plan.eval(&self.setup.stamps, &seen, &ctx_of(pid, node, actor)) {
+            Ok(None) => py.None().into_bound(py),
+            Ok(Some(reading)) => {
+                let values: Vec<Bound<'py, PyAny>> = reading.values.iter().map(|v| object_of(py, v)).collect::<PyResult<_>>()?;
+                (values, reading.own.map(|s| stamp_tuple(&s))).into_pyobject(py)?.into_any()
+            }
+            Err(plans::Edge::Disagree) => pyo3::types::PyString::new(py, "disagree").into_any(),
+            Err(plans::Edge::Value) => pyo3::types::PyString::new(py, "edge").into_any(),
+        };
+        Ok(Some((format!("{:?}", plan.state), told)))
+    }
+
+    /// How many shapes have a plan, how many of them the core reads alone, and how many
+    /// lines the core read by them.
+    fn plans(&self) -> PyResult<(usize, usize, u64)> {
+        let plans = self.setup.plans.lock().map_err(value_error)?;
+        Ok((
+            plans.len(),
+            plans.values().filter(|p| p.state == plans::State::Trusted).count(),
+            plans.values().map(|p| p.taken).sum(),
+        ))
+    }
+}
+
+/// A reading kept: Python's event and where it stood, or a row.
+type Kept<'py> = (Bound<'py, PyAny>, Option<(i64, i64)>);
+
+/// The readings a reduction keeps of one kind (pool.rs): Python's events, and rows.
+#[pyclass(module = "oomlens._core")]
+struct ReadingPool {
+    pool: reader::ReadingPool,
+}
+
+fn key_value(obj: &Bound<'_, PyAny>) -> PyResult<pool::KeyValue> {
+    value_of(obj)
+        .map(pool::KeyValue)
+        .ok_or_else(|| PyValueError::new_err("oomlens core: a series value the pool does not hold"))
+}
+
+#[pymethods]
+impl ReadingPool {
+    #[new]
+    fn new(budget: usize) -> Self {
+        ReadingPool { pool: pool::Pool::new(budget) }
+    }
+
+    #[getter]
+    fn seen(&self) -> u64 {
+        self.pool.seen
+    }
+
+    #[getter]
+    fn level(&self) -> u32 {
+        self.pool.level
+    }
+
+    /// An event Python made, with what its bucket is told by: its series (path, node, pid,
+    /// actor, rank, gpu, memory, label), the seconds of its own time, its line and text, and
+    /// its sizes (reduce.SIZES; None where it has none).
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        event: Py<PyAny>,
+        slot: (i64, i64),
+        series: &Bound<'_, PyTuple>,
+        seconds: Option<i64>,
+        line: i64,
+        text: &str,
+        sizes: [Option<i128>; pool::SIZES],
+    ) -> PyResult<()> {
+        if series.len() != 8 {
+            return Err(PyValueError::new_err("oomlens core: a series is eight values"));
+        }
+        let mut values: Vec<pool::KeyValue> = Vec::with_capacity(8);
+        for item in series.iter() {
+            values.push(key_value(&item)?);
+        }
+        let series: [pool::KeyValue; 8] = values.try_into().map_err(|_| PyValueError::new_err("oomlens core: a series is eight values"))?;
+        self.pool.add(pool::Entry {
+            payload: Payload::Python(event, slot),
+            series: Arc::new(pool::Series::new(series)),
+            seconds,
+            line,
+            text: text.into(),
+            sizes,
+        });
+        Ok(())
+    }
+
+    fn coarsen(&mut self, level: u32) {
+        self.pool.coarsen(level);
+    }
+
+    /// Every reading kept: (event, slot) of Python's, (row, None) of the core's, a row as
+    /// events.to_rows writes one.
+    fn kept<'py>(&self, py: Python<'py>) -> PyResult<Vec<Kept<'py>>> {
+        let mut out = Vec::new();
+        for entry in self.pool.kept() {
+            match &entry.payload {
+                Payload::Python(event, slot) => out.push((event.bind(py).clone(), Some(*slot))),
+                Payload::Row(row) => out.push((row_tuple(py, row)?.into_any(), None)),
+            }
+        }
+        Ok(out)
+    }
+
+    fn __len__(&self) -> usize {
+        self.pool.len()
+    }
+}
+
+/// A row as events.to_rows writes an event: its time told as scan.py tells one.
+fn row_tuple<'py>(py: Python<'py>, row: &Row) -> PyResult<Bound<'py, PyTuple>> {
+    let v = |i: usize| object_of(py, row.values.get(i).unwrap_or(&Value::None));
+    let fields = PyDict::new(py);
+    let (mut time, mut inferred, mut local) = (None, false, None);
+    let lent_before = if row.borrowed { row.before.as_ref() } else { None };
+    if let Some(stamp) = row.own.as_ref().or(lent_before.map(|l| &l.0)) {
+        time = reader::iso(stamp, row.year);
+        if time.is_none() {
+            local = Some(reader::local(stamp));
+        }
+        inferred = row.borrowed && time.is_some();
+    }
+    for (index, (name, value)) in row.layout.names.iter().zip(&row.values).enumerate().skip(ATTRIBUTES) {
+        if index - ATTRIBUTES == row.layout.local_at {
+            if let Some(local) = &local {
+                fields.set_item("local_time", local)?;
+            }
+        }
+        fields.set_item(&**name, object_of(py, value)?)?;
+    }
+    if row.layout.names.len() - ATTRIBUTES <= row.layout.local_at {
+        if let Some(local) = &local {
+            fields.set_item("local_time", local)?;
+        }
+    }
+    let mut latest = None;
+    let mut stamp_nodes: Option<(Option<String>, Option<String>)> = None;
+    if row.borrowed {
+        if row.file.nodeless {
+            stamp_nodes = Some((row.before.as_ref().and_then(|l| l.1.clone()), None));
+        }
+        if let Some(Some((stamp, node))) = row.after.get() {
+            match reader::iso(stamp, row.year) {
+                Some(text) => latest = Some(text),
+                None => fields.set_item("local_time_latest", reader::local(stamp))?,
+            }
+            if row.file.nodeless {
+                stamp_nodes = Some((stamp_nodes.and_then(|n| n.0), node.clone()));
+            }
+        }
+    }
+    let items: Vec<Bound<'py, PyAny>> = vec![
+        v(0)?,
+        pyo3::types::PyString::new(py, &row.file.path).into_any(),
+        row.line.into_pyobject(py)?.into_any(),
+        row.line.into_pyobject(py)?.into_any(),
+        py.None().into_bound(py),
+        pyo3::types::PyString::new(py, &row.text).into_any(),
+        time.into_pyobject(py)?.into_any(),
+        pyo3::types::PyBool::new(py, inferred).to_owned().into_any(),
+        v(1)?,
+        v(2)?,
+        v(3)?,
+        v(4)?,
+        v(5)?,
+        v(6)?,
+        py.None().into_bound(py),
+        v(7)?,
+        fields.into_any(),
+        py.None().into_bound(py),
+        py.None().into_bound(py),
+        latest.into_pyobject(py)?.into_any(),
+        py.None().into_bound(py),
+        PyList::empty(py).into_any(),
+        stamp_nodes.into_pyobject(py)?.into_any(),
+        v(8)?,
+    ];
+    PyTuple::new(py, items)
+}
+
+type LentTuple = (StampTuple, Option<String>);
+
+fn lent_tuple(lent: Option<Lent>) -> Option<LentTuple> {
+    lent.map(|(s, node)| (stamp_tuple(&s), node))
+}
+
+type RunTuple = (usize, usize, usize, std::collections::HashMap<usize, Vec<usize>>);
+
+/// One scan's reader (reader.rs): the lines plans read whole, and the stream's times.
+#[pyclass(module = "oomlens._core")]
+struct Reader {
+    lines: Py<Lines>,
+    reader: reader::Reader,
+}
+
+#[pymethods]
+impl Reader {
+    /// `worker`: the file is a worker's, whose announced actor names its lines.
+    #[new]
+    #[pyo3(signature = (lines, path, pid, node, worker))]
+    fn new(lines: Py<Lines>, path: &str, pid: Option<i64>, node: Option<&str>, worker: bool) -> Self {
+        Reader {
+            lines,
+            reader: reader::Reader::new(path, pid, node, worker),
+        }
+    }
+
+    fn set_year(&mut self, year: Option<i64>) {
+        self.reader.year = year;
+    }
+
+    fn set_actor(&mut self, actor: Option<&str>) {
+        self.reader.set_actor(actor);
+    }
+
+    /// What the bytes before the stream told: the last time, and the node that printed it.
+    fn carry(&mut self, stamp: Option<StampTuple>, node: Option<String>) {
+        self.reader.track.carry(stamp.map(|s| (stamp_of_tuple(s), node)));
+    }
+
+    /// A new buffer whose stream bytes end at `end`: the rows waiting for a time after them
+    /// get its first.
+    fn begin(&mut self, data: &Bound<'_, PyAny>, end: usize) -> PyResult<()> {
+        let buffer = PyBuffer::<u8>::get(data)?;
+        let bytes = bytes_of(&buffer)?;
+        let end = end.min(bytes.len());
+        let lines = self.lines.get();
+        guarded("reading times", || {
+            self.reader.track.begin(end);
+            self.reader.close_open(&lines.setup, &bytes[..end]);
+            Ok(())
+        })
+    }
+
+    /// The last time before `pos` (ending at or before it), and the node whose line printed it.
+    fn before(&mut self, data: &Bound<'_, PyAny>, pos: usize) -> PyResult<Option<LentTuple>> {
+        let buffer = PyBuffer::<u8>::get(data)?;
+        let bytes = bytes_of(&buffer)?;
+        let lines = self.lines.get();
+        guarded("reading times", || Ok(lent_tuple(self.reader.track.before(&lines.setup.stamps, bytes, pos))))
+    }
+
+    /// The first time at or after `pos` in the buffer, and the node whose line printed it.
+    fn after(&mut self, data: &Bound<'_, PyAny>, pos: usize) -> PyResult<Option<LentTuple>> {
+        let buffer = PyBuffer::<u8>::get(data)?;
+        let bytes = bytes_of(&buffer)?;
+        let lines = self.lines.get();
+        guarded("reading times", || Ok(lent_tuple(self.reader.track.after(&lines.setup.stamps, bytes, pos))))
+    }
+
+    /// The buffer's bytes before `keep` are done with.
+    fn consumed(&mut self, data: &Bound<'_, PyAny>, keep: usize) -> PyResult<()> {
+        let buffer = PyBuffer::<u8>::get(data)?;
+        let bytes = bytes_of(&buffer)?;
+        let lines = self.lines.get();
+        guarded("reading times", || {
+            self.reader.track.consumed(&lines.setup.stamps, bytes, keep);
+            Ok(())
+        })
+    }
+
+    /// The runs of lines holding a trigger in data[begin:end] (the Prefilter's spans) less
+    /// the lines plans read whole before `cut`, and the lines Python is to tell the core about
+    /// (Reader.study). `enabled`: the core may read lines whole. A line of a shape the core is
+    /// learning is first handed to `learn(start, family, actor, new)`, which tells the plans
+    /// (Lines.learn) what Python makes of it.
+    #[allow(clippy::too_many_arguments)]
+    fn claim(
+        &mut self,
+        prefilter: &Prefilter,
+        data: &Bound<'_, PyAny>,
+        begin: usize,
+        end: usize,
+        cut: usize,
+        line_base: i64,
+        enabled: bool,
+        learn: &Bound<'_, PyAny>,
+    ) -> PyResult<(Vec<RunTuple>, Vec<usize>)> {
+        let buffer = PyBuffer::<u8>::get(data)?;
+        let bytes = bytes_of(&buffer)?;
+        let (begin, end) = bounds(bytes.len(), begin, Some(end));
+        let lines = self.lines.get();
+        let runs = guarded("finding lines", || {
+            let mut caches = prefilter.caches.lock().map_err(value_error)?;
+            prefilter.matcher.spans(&mut caches, &bytes[begin..end]).map_err(value_error)
+        })?;
+        let runs: Vec<engine::Run> = runs
+            .into_iter()
+            .map(|r| engine::Run {
+                lo: r.lo + begin,
+                hi: r.hi + begin,
+                last: r.last + begin,
+                ends: r.ends.into_iter().map(|(p, e)| (p, e.into_iter().map(|x| x + begin).collect())).collect(),
+            })
+            .collect();
+        let mut ask = |_: &reader::Setup, start: usize, family: usize, actor: Option<&Arc<str>>, new: bool| -> PyResult<()> {
+            learn.call1((start, family, actor.map(|a| a.to_string()), new)).map(|_| ())
+        };
+        let (left, study) = match catch_unwind(AssertUnwindSafe(|| {
+            self.reader.claim(&lines.setup, runs, &bytes[..end], cut, line_base, enabled, &mut ask)
+        })) {
+            Ok(result) => result?,
+            Err(_) => return Err(PyValueError::new_err("oomlens core: reading lines: a panic")),
+        };
+        Ok((left.into_iter().map(|r| (r.lo, r.hi, r.last, r.ends.into_iter().collect())).collect(), study))
+    }
+
+    /// Put the lines taken into the pool of their kind (`pools`: by kind): those before
+    /// `limit`, outside Python's blocks of their family (`skips`: start, end, family) and
+    /// inside the stream offsets `owned` (a byte range's own part; the buffer starts at
+    /// stream offset `base`).
+    #[pyo3(signature = (pools, limit, skips, owned, base))]
+    fn commit(
+        &mut self,
+        pools: &Bound<'_, PyDict>,
+        limit: usize,
+        skips: Vec<(usize, usize, usize)>,
+        owned: Option<(usize, usize)>,
+        base: usize,
+    ) -> PyResult<()> {
+        let rows = guarded("keeping readings", || Ok(self.reader.accept(limit, &skips, owned, base)))?;
+        for row in rows {
+            let kind = match row.values.first() {
+                Some(Value::Str(kind)) => kind.clone(),
+                _ => return Err(PyValueError::new_err("oomlens core: a reading with no kind")),
+            };
+            let pool = pools
+                .get_item(&*kind)?
+                .ok_or_else(|| PyValueError::new_err(format!("oomlens core: no pool for the readings of {kind}")))?;
+            let mut pool = pool.downcast::<ReadingPool>()?.borrow_mut();
+            guarded("keeping readings", || {
+                self.reader.hold(&mut pool.pool, row);
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// What Python made of a line of `family` the core handed it (made: None, or (outputs,
+    /// own time, where a local time goes)), in the context it read it (Setup::learn: settled
+    /// on, a mismatch counted where a trusted plan had read it otherwise).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (family, line, pid, node, actor, made, line_no))]
+    fn study(
+        &mut self,
+        family: usize,
+        line: &[u8],
+        pid: Option<i64>,
+        node: Option<&str>,
+        actor: Option<&str>,
+        made: &Bound<'_, PyAny>,
+        line_no: i64,
+    ) -> PyResult<()> {
+        let lines = self.lines.get();
+        let ctx = ctx_of(pid, node, actor);
+        let made = made_of(made);
+        guarded("learning a line", || {
+            match made {
+                Ok(made) => self.reader.study(&lines.setup, family, line, &ctx, &made, line_no),
+                Err(()) => lines.setup.forget(family, line),
+            }
+            Ok(())
+        })
+    }
+
+    /// Bytes of the stream searched for times so far (tests count the work it does).
+    #[getter]
+    fn searched(&self) -> u64 {
+        self.reader.track.searched
+    }
+
+    /// Lines the core had read otherwise than Python when Python read them again, and the
+    /// first of them.
+    #[getter]
+    fn mismatches(&self) -> (u64, Option<i64>) {
+        (self.reader.mismatches, self.reader.first_mismatch)
+    }
+}
+
 #[pymodule]
 fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<Stamps>()?;
+    module.add_class::<Lines>()?;
+    module.add_class::<Reader>()?;
+    module.add_class::<ReadingPool>()?;
+    module.add_function(wrap_pyfunction!(stamp_of_groups, module)?)?;
     module.add_class::<Prefilter>()?;
     module.add_class::<Regex>()?;
     module.add_class::<Match>()?;
