@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 from .envelopes import BY_NAME, Envelope, envelope_at, first_envelope, peel, starts_record, without, without_debris
 from .shapes import TEXT_TO_ZERO, TO_ZERO
 from .sources import Input, Wrapping
-from .times import STAMP_IN, Stamp, stamp_of_groups, stamp_of_match
+from .times import Stamp, every_stamp, stamp_of_groups
 
 WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about
 AS_WRITTEN, ON_TERMINAL, CODES_AS_TEXT_LATER = 0, 1, 2  # how a wrap's width was measured (columns)
@@ -298,8 +298,7 @@ def newest_first(head: bytes, blocks: Sequence[Block] = ()) -> bool:
     blocks) stand above its start."""
     backward = forward = 0
     last = None
-    for found in itertools.islice(STAMP_IN.finditer(head), ORDER_STAMPS):
-        stamp = stamp_of_match(found)
+    for stamp in every_stamp(head, ORDER_STAMPS):
         if stamp is None:  # no time a clock shows: it tells no order
             continue
         key = stamp[1:6] + (stamp.millis or 0,)

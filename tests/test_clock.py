@@ -264,7 +264,7 @@ from conftest import fixture_inputs, sample  # noqa: E402
 from oomlens.envelopes import without_debris  # noqa: E402
 from oomlens.outputs import html as report  # noqa: E402
 from oomlens.sources import discover  # noqa: E402
-from oomlens.times import STAMP_IN as _STAMP_IN, first_stamp, stamp_of_match  # noqa: E402
+from oomlens.times import every_stamp, first_stamp  # noqa: E402
 
 ALL = fixture_inputs()
 
@@ -281,8 +281,9 @@ def _first_and_last(path: str, year: int | None) -> list[float]:
     as they hide a time from the pattern."""
     data = without_debris(Path(path).read_bytes().decode("utf-8", "replace")).encode()
     found = []
-    for m in _STAMP_IN.finditer(data):
-        stamp = stamp_of_match(m)
+    for stamp in every_stamp(data):
+        if stamp is None:
+            continue
         if stamp.zone is None and (stamp.year or year):
             found.append(seconds(stamp.iso(year)))
         elif (utc := stamp.iso_utc()) is not None:  # kubectl describe's `Finished: Sun, 11 Aug 2024 19:00:03 +0200`
