@@ -14,15 +14,15 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import collector
-from .events import Clue, Event, Source, fold, from_rows, name_workers, number, to_rows
+from .events import Clue, Event, fold, from_rows, name_workers, number, to_rows
 from .grammars import Family, cues, families
 from .layout import LAYOUT_HEAD, blanks_added, laid_out, newest_first, stamped_later, wrap_layout
 from .progress import Tick, counted
 from .reduce import BUCKETS, NOTHING, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
 from .registry import Registry
-from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, node_of_line, set_latest
+from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, set_latest
 from .sources import BOM, ENCODED, Input, Text, compressed, discover, error_line, marks_in, records_of, reopen, session_start
-from .times import YEAR, Stamp, first_stamp
+from .times import YEAR, Stamp, first_stamp, node_of_line
 
 if TYPE_CHECKING:
     from .diagnosis import Diagnosis
@@ -55,7 +55,7 @@ def _read(item: Input, events: list, reduction: Reduction | None = None, fams: t
     except OSError as err:
         item.problems.append(f"cannot open ({err.strerror or err}): nothing read")
         return
-    scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node), fams, layout=layout)
+    scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node), fams, layout=layout, pools=reduction.readings if reduction is not None else None)
     try:
         for event in scanner.events(stream if tick is None else counted(stream, item, tick)):
             events.append(event if reduction is None else reduction.take(event, (0, len(events))))
@@ -335,23 +335,19 @@ def _read_range(
     own part prints (for events of the range before it that had no time after them)."""
     lo, own_lo, own_hi, hi = span
     ctx = FileContext(file, role, pid, node, year)
-    scanner = Scanner(ctx, (*families(), *added) if added else None)
     reduction = _reduction(budget)
+    scanner = Scanner(ctx, (*families(), *added) if added else None, pools=reduction.readings if reduction is not None else None)
     found: list[Event | Clue | None] = []
     with open(file, "rb") as fh:
         # the text read has no UTF-8 marks (sources.Text): the range's own part starts sooner in it
         before, inside = marks_in(fh, lo, own_lo), marks_in(fh, own_lo, own_hi)
-        scanner.resume((own_lo - lo - before, own_hi - lo - before - inside), *(context_before(fh, lo, ctx) if lo else (None, None, None)))
-        shift = _count_lines(fh, 0, lo)  # the file's lines before the range
+        shift = _count_lines(fh, 0, lo)  # the file's lines before the range: its events are numbered as the whole file's
+        scanner.resume((own_lo - lo - before, own_hi - lo - before - inside), *(context_before(fh, lo, ctx) if lo else (None, None, None)), line=shift + 1)
         own = _count_lines(fh, own_lo, own_hi)
         first, first_node = _first_time(fh, own_lo, own_hi, node is None) if own_lo else (None, None)
         fh.seek(lo)
         part = _Slice(fh, hi - lo)
         for x in scanner.events(io.BufferedReader(Text(part))):
-            read = x.source.read and (x.source.read[0] + shift, x.source.read[1] + shift)
-            x.source = Source(x.source.path, x.source.line + shift, x.source.end_line + shift, read)
-            if isinstance(x, Event):
-                x.sources = [x.source]
             # numbered before it is taken: a reading that prints no time is placed by its line
             found.append(x if reduction is None else reduction.take(x, (0, len(found))))
         if part.left:  # the file ended before the range: truncated since it was measured

@@ -48,7 +48,8 @@ from typing import cast
 
 import orjson
 
-from .events import CLUE_KINDS, CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event, Source, seconds
+from ._core import ReadingPool
+from .events import CLUE_KINDS, CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event, Source, from_rows, seconds
 from .kinds import shipped
 from .remedies import EVIDENCE_CHARS
 from .shapes import zeroed
@@ -72,6 +73,7 @@ FILEWIDE = WIDEST + 2  # and whose one bucket holds every series of a file: the 
 
 
 Slot = tuple[int, int]  # where an event stood: (input, place in that input's list)
+NO_SLOT: Slot = (-1, -1)  # a reading the core read whole: it stood in no list
 Entry = tuple[Event | Clue, Slot, tuple]  # and its place in its series (see _order)
 Tally = Mapping[str, tuple[int, int]]  # by kind: the events added, and the level of its pool
 NOTHING: Tally = MappingProxyType({})  # the tally of an input nothing was read of (shared: read-only)
@@ -95,11 +97,16 @@ class Pool:
 class Reduction:
     """The kept events of one or more inputs, by kind (a pool each), series and bucket:
     within `budget` buckets for a kind of readings, 1/FAILURE_SHARE of it for a kind of
-    failures."""
+    failures.
+
+    The pools of readings are the native core's (core/src/pool.rs, the same buckets): a
+    memory line the core read whole (scan.py) joins them with no Python object made, and
+    becomes an event only where it is kept (`kept`)."""
 
     def __init__(self, budget: int = BUCKETS) -> None:
         self.budget = budget
         self.pools: dict[str, Pool] = {}
+        self.readings = {kind: ReadingPool(budget) for kind in sorted(READINGS)}
         self.context: list[tuple[Clue, Slot, int]] = []  # the traceback clues held, each with a hash of its text
         self.settings: dict[tuple[str, int], dict[str, tuple[Clue, Slot]]] = {}  # by file and text: its first and last copy
         self.ends: dict[tuple[str, int], tuple[int, int]] = {}  # of each file in each input taken, the first and last line of its held clues
@@ -143,6 +150,13 @@ class Reduction:
     def add(self, event: Event | Clue, slot: Slot) -> None:
         """Take one event (or clock's clue, a pool of its own: a raylet that runs tasks for a
         week says every worker's exit); it is kept for as long as it holds a role of its bucket."""
+        if isinstance(event, Event) and event.kind in self.readings:
+            f = event.fields
+            series = (event.source.path, event.node, event.pid, event.actor, event.rank, event.gpu, event.memory, f.get("label"))
+            own = None if event.time_inferred or event.time is None else epoch_seconds(event.time)
+            sizes = [v if type(v := f.get(name)) is int else None for name in SIZES]
+            self.readings[event.kind].add(event, slot, series, own, event.source.line, event.text, sizes)
+            return
         pool = self._pool(event.kind)
         pool.seen += 1
         key = _key(event, pool.level)
@@ -157,7 +171,10 @@ class Reduction:
     def coarsen(self, tally: Tally) -> None:
         """Widen the buckets of each kind to at least the level of its pool in `tally`."""
         for kind, (_, level) in tally.items():
-            self._coarsen(self._pool(kind), level)
+            if kind in self.readings:
+                self.readings[kind].coarsen(level)
+            else:
+                self._coarsen(self._pool(kind), level)
 
     def _coarsen(self, pool: Pool, level: int) -> None:
         """Widen every bucket of `pool` to `level`, and further until all fit the budget (or
@@ -179,7 +196,8 @@ class Reduction:
 
     def tally(self) -> Tally:
         """How many events of each kind were added, and the level of its pool."""
-        return {kind: (pool.seen, pool.level) for kind, pool in self.pools.items()}
+        told = {kind: (pool.seen, pool.level) for kind, pool in self.pools.items()}
+        return told | {kind: (pool.seen, pool.level) for kind, pool in self.readings.items() if pool.seen}
 
     def _setting(self, clue: Clue, slot: Slot) -> None:
         copies = self.settings.get(key := (clue.source.path, _text(clue)))
@@ -191,8 +209,13 @@ class Reduction:
             copies["last"] = (clue, slot)
 
     def kept(self) -> list[Entry]:
-        """Every event (and clock's clue) kept, once each, in no particular order."""
-        return [entry for pool in self.pools.values() for bucket in pool.buckets.values() for entry in _distinct(bucket)]
+        """Every event (and clock's clue) kept, once each, in no particular order; a reading
+        the core read whole is made an event here, with no slot (restore places it by its line)."""
+        entries = [entry for pool in self.pools.values() for bucket in pool.buckets.values() for entry in _distinct(bucket)]
+        for pool in self.readings.values():
+            for x, slot in pool.kept():
+                entries.append((x, slot, ()) if slot is not None else (from_rows([x])[0], NO_SLOT, ()))
+        return entries
 
     def prune(self, spare_ends: bool = False) -> None:
         """Keep, of the held traceback clues, those the correlator may read for a kept
@@ -268,8 +291,14 @@ def reduce_found(found: list, index: int, reduction: Reduction) -> None:
 
 
 def restore(lists: list[list], reduction: Reduction) -> None:
-    """Put each kept event and clue back in its place and close the gaps of the others."""
+    """Put each kept event and clue back in its place and close the gaps of the others; the
+    readings the core read whole (of the one input a scan's reduction holds) go in by their
+    line, after what Python read of the same line."""
+    rows: list[Event] = []
     for event, (index, place), _ in reduction.kept():
+        if index < 0:
+            rows.append(event)  # type: ignore[arg-type]
+            continue
         lists[index][place] = event
     for clue, (index, place), _ in reduction.context:
         lists[index][place] = clue
@@ -281,6 +310,22 @@ def restore(lists: list[list], reduction: Reduction) -> None:
             lists[index][place] = Clue("evidence", event.source, {"text": shape}, None, event.pid, event.actor, event.node)
     for found in lists:
         found[:] = [x for x in found if x is not None]
+    if rows:
+        lists[0][:] = _merged(lists[0], sorted(rows, key=_order))
+
+
+def _merged(found: list[Event | Clue], rows: list[Event]) -> list[Event | Clue]:
+    """`rows` (in line order) among `found` (in file order): each before the first of
+    `found` whose line comes after its own."""
+    out: list[Event | Clue] = []
+    at = 0
+    for x in found:
+        while at < len(rows) and rows[at].source.line < x.source.line:
+            out.append(rows[at])
+            at += 1
+        out.append(x)
+    out.extend(rows[at:])
+    return out
 
 
 def restored(found: list[Event | Clue | None], reduction: Reduction | None) -> list[Event | Clue]:

@@ -13,32 +13,29 @@ from __future__ import annotations
 import bisect
 import codecs
 import json
+import os
 import re
 import weakref
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, BinaryIO
 
+from ._core import Lines, Reader, ReadingPool
 from .blocks import MAX_LINE, Block, Blocks, reach_back
-from .envelopes import Line
+from .envelopes import REPEATED, Line, peel
 from .events import CLUE_KINDS, Clue, Event, Source
 from .grammars import Family, families
+from .kinds import shipped
 from .layout import Layout
 from .prefilter import Prefilter, fast_regex, newlines, utf8_valid
 from .sources import error_line
-from .times import YEAR, Stamp, first_stamp, last_stamp_at, stampless_until
+from .times import STAMPS, YEAR, Stamp, last_stamp_at, node_of_line
 
 CHUNK = 4 << 20  # bytes read at a time
 OVERLAP = 4 << 10  # bytes of a piece of a long line read again with the next piece
 MAX_BLOCK = 256 << 10  # a block never spans more bytes than this
-STAMP_WINDOW = 2048  # bytes searched back from a hit for its time, then twice as wide each try
-STAMPLESS = 1 << 16  # after this many bytes without a time, the next ones are asked at once where the next time is
-LOOK_AHEAD = 1 << 20  # how many (every match there is reported)
-# the ip of Ray's driver-side prefix `(Name pid=N, ip=X)` / `(raylet, ip=X)` (envelopes.toml),
-# read straight from raw bytes: a borrowed time asks it of every line that lends one
-PREFIX_IP = re.compile(rb"(?:pid=\w+|raylet|gcs_server), ip=([\d.:a-fA-F]+)\)")
-PREFIX_REACH = 256  # the prefix stands within a line's first bytes (colour codes, a collector's stamp)
+STAMP_WINDOW = 2048  # bytes searched back from a resumed scan's start for the time before it, then twice as wide each try
 BACK_LINES = 40  # lines of context before a hit that a block may need (watch re-reads them)
 
 _SPARE: list[bytearray] = []  # the buffer of a stream read to its end, for the next one in this process
@@ -86,7 +83,12 @@ class Trigger:
 
         `skip` is the caller's: by family name, the line start before which it takes no more
         of that family's hits (the end of the block it read), read each time a hit is given."""
-        for lo, hi, last, ends in self.lines.spans(data, pos, end):
+        return self.hits(data, self.lines.spans(data, pos, end), skip)
+
+    def hits(self, data: bytes | bytearray, runs: list, skip: dict[str, int] | None = None) -> Iterator[tuple[int, Family | None]]:
+        """The hits of `runs`, the Prefilter's runs of lines (or what the core's reader left
+        of them: reader.rs), as finditer gives them."""
+        for lo, hi, last, ends in runs:
             # no match of a trigger ends before its first end in the run, so none starts more
             # than its reach before that: the regex starts there, not at the start of a long line
             starts: dict[int, int] = {}
@@ -183,24 +185,61 @@ def trigger_for(fams: tuple[Family, ...]) -> Trigger:
     return _TRIGGERS[key]
 
 
-class Scanner:
-    """Scans one input stream; yields events in file order."""
+def _readings_only(fam: Family) -> bool:
+    """Whether every line of a family makes a memory reading (its samples say so): only such
+    lines may the core read whole; a failure's line is always read here."""
+    return bool(fam.samples) and all(sample.kind in READINGS for sample in fam.samples)
 
-    def __init__(self, ctx: FileContext, fams: tuple[Family, ...] | None = None, layout: Layout | None = None) -> None:
+
+# The core's reading of whole lines (core/src/reader.rs): "0" leaves every line to Python;
+# "shadow" reads none alone either, but checks every line the core would have read against
+# what Python made of it (the suite's proof that the two agree).
+NATIVE = os.environ.get("OOMLENS_NATIVE", "1")
+READINGS = shipped().memory_lines  # the kinds a line the core reads whole may make
+_LINES: dict[tuple[int, ...], Lines] = {}
+
+
+def lines_for(trigger: Trigger) -> Lines:
+    """The core's reader setup for a set of families, once per process: how it finds and
+    shapes their lines (their triggers as the Trigger's Prefilter holds them, a family's
+    `reduce` and `keep`), and the plans it learns of their shapes."""
+    key = tuple(id(fam) for fam in trigger.members)
+    if key not in _LINES:
+        fams = [fam for fam in trigger.members if fam is not None]
+        specs = [(fam.name, _readings_only(fam), fam.reduce.pattern if fam.reduce else None, fam.keep.pattern if fam.keep else None) for fam in fams]
+        of_pattern = [index if index < len(fams) else None for index in trigger.family_of]
+        try:
+            _LINES[key] = Lines(STAMPS, specs, of_pattern, REPEATED.pattern, NATIVE == "shadow")
+        except ValueError:  # a family's reduce or keep the core cannot read: its lines are shaped whole
+            _LINES[key] = Lines(STAMPS, [(name, plannable, None, None) for name, plannable, _, _ in specs], of_pattern, REPEATED.pattern, NATIVE == "shadow")
+    return _LINES[key]
+
+
+class Scanner:
+    """Scans one input stream; yields events in file order.
+
+    Given the pools of a reduction's readings (`pools`, by kind), the core's reader
+    (core/src/reader.rs) takes the memory lines whose shape it has learned and reads them
+    whole into those pools: they reach Python only if the reduction keeps them (restore
+    makes them events). The other lines are read here as ever; what this reader makes of a
+    line of a shape the core is learning is told to it (`_study`)."""
+
+    def __init__(
+        self, ctx: FileContext, fams: tuple[Family, ...] | None = None, layout: Layout | None = None, pools: dict[str, ReadingPool] | None = None
+    ) -> None:
         self.ctx = ctx
         self.layout = layout  # how the lines read map to the input's own (a paste unwrapped or turned round)
         self._base = 0  # offset in the stream of the buffer being scanned
         self.trigger = trigger_for(fams if fams is not None else families())
+        self.lines = lines_for(self.trigger)
+        # the stream's times, and the lines the core reads whole (never under a layout: their
+        # line numbers would be the layout's to map)
+        self.reader = Reader(self.lines, ctx.path, ctx.pid, ctx.node, ctx.role == "worker")
+        self.reader.set_year(ctx.year)
+        self.pools = pools if pools is not None and layout is None and NATIVE != "0" else None
         self.lines_read = 0
         self.bytes_read = 0
         self.problems: list[str] = []
-        self._stamp: Stamp | None = None  # the last stamp found before the last hit
-        self._stamp_node: str | None = None  # the node whose line printed it, in a file of many nodes' lines
-        self._stamp_pos = 0  # how far stamps have been looked for (offset in the data)
-        self._stampless_to = -1  # no stamp stands between _stamp_pos and this offset (in the data)
-        self._stampless_from = 0  # where the stretch without a stamp began, as far as lookups know (in the data)
-        # no stamp in [a, b); the one at b (None: none to the chunk's end), its line's node
-        self._after: tuple[int, int, Stamp | None, str | None] = (-1, -1, None, None)
         # unstamped events whose next stamp lies past the chunks read so far, held weakly: a
         # memory reading the reduction (reduce.py) let go needs no time after it
         self._open: list[weakref.ref[Event]] = []
@@ -234,7 +273,9 @@ class Scanner:
         whose line printed it, the actor a worker file announced last), and for a byte range
         of a big file the stream offsets that are this scan's own."""
         self.owned, self._first_line = owned, line
-        self._stamp, self._stamp_node, self._actor = stamp, node, actor
+        self._actor = actor
+        self.reader.carry(stamp, node)
+        self.reader.set_actor(actor)
 
     def counts(self) -> tuple[int, int]:
         """(long lines, lines with invalid UTF-8) counted in this scan's own bytes."""
@@ -284,7 +325,9 @@ class Scanner:
                     m = YEAR.search(data, 0, min(cut, 1 << 16))
                     if m:
                         self.ctx.year = int(m.group(1))
+                        self.reader.set_year(self.ctx.year)
                 self._base = base
+                self.reader.begin(data, end)
                 done = yield from self._scan(data, begin, cut, end, line_base, eof)
                 keep = _char_start(data, done - OVERLAP) if piece and done == cut else done
                 self._check_utf8(data, keep, line_base)
@@ -297,12 +340,10 @@ class Scanner:
                     if data[end - 1] != 0x0A:  # a last line without its line break
                         self.lines_read += 1
                     break
+                self.reader.consumed(data, keep)
                 kept = end - keep
                 data[:kept] = data[keep:end]
                 begin = done - keep
-                self._stamp_pos = max(0, self._stamp_pos - keep)
-                self._stampless_to -= keep
-                self._stampless_from -= keep
             if failure is not None:
                 raise failure
         finally:
@@ -322,6 +363,12 @@ class Scanner:
             if self._partial:
                 self.problems.append(
                     f"{self._partial} block(s) read only in part, their events kept with what could be read (fields.unread; first at {self._first_partial})"
+                )
+            mismatches, first = self.reader.mismatches
+            if mismatches:
+                self.problems.append(
+                    f"{mismatches} memory line(s) the core read otherwise than their grammar when checked, read by the grammar from then on "
+                    f"(please report; first at line {first})"
                 )
 
     def _count_long_lines(self, data: bytes | bytearray, end: int, base: int, eof: bool) -> None:
@@ -382,7 +429,9 @@ class Scanner:
         """Scan the hits in data[begin:cut]; returns how many bytes were consumed (the rest is carried).
 
         A trigger starting before `cut` may end after it. A hit deep inside a long line
-        is read from OVERLAP bytes before it, not from its line's start.
+        is read from OVERLAP bytes before it, not from its line's start. The core's reader
+        first takes the lines it reads whole (never one it is told to leave: a block
+        carried to the next round, or one of a block read here, `skips`).
 
         The chunk's blocks are all read before their times are looked up, one lookup after
         the other: interleaved with parsing, each lookup found the stamp prefilter's tables
@@ -392,15 +441,19 @@ class Scanner:
         skip_until: dict[str, int] = {}
         self._end = end
         self.blocks.bound(end, cut=eof and end > 0 and data[end - 1] != 0x0A)  # the last line lacks its break: cut
-        blocks: list[tuple[Block, list[dict], str | None]] = []  # with the actor announced before each
+        blocks: list[tuple[Block, Family, list[dict], str | None, bool]] = []  # with its family, the actor announced before it, whether the core asks of it
         carried = cut
-        self._after = (-1, -1, None, None)
         if self._open and (after := self._stamp_after(data, 0))[0] is not None:
             for ref in self._open:  # events of earlier chunks: their next stamp came only now
                 if (held := ref()) is not None:
                     self._set_latest(held, after[0], after[1])
             self._open.clear()
-        for pos, fam in self.trigger.finditer(data, begin, end, skip_until):
+        runs, study = self.reader.claim(
+            self.trigger.lines, data, begin, end, cut, line_base, self.pools is not None, lambda at, index, actor, new: self._learn(data, at, index, actor, new)
+        )
+        asked_at = set(study)
+        skips: list[tuple[int, int, int]] = []  # blocks of many lines read here: no line in them is the core's
+        for pos, fam in self.trigger.hits(data, runs, skip_until):
             if pos >= cut:
                 break
             if fam is None:
@@ -427,19 +480,24 @@ class Scanner:
                 continue
             if found is None and back < start:  # the lines it reached back to are another message's: read it from its own line
                 found = self.blocks.read(data, start, pos, fam, line_base + counted_lines + newlines(data, back, start))
+            asked = back == start == _line_start(data, pos) and start in asked_at
             if found is None:
                 if back == start == _line_start(data, pos):
                     # read from its line's start, as every other hit of this family on the
                     # line would be: none of them makes a block either
                     skip_until[fam.name] = data.find(b"\n", pos, end) + 1 or end
+                    if asked:
+                        self._study(data, start, fam, None, None, self._actor, line_base + counted_lines)
                 continue
             skip_until[fam.name], block, drafts = found
+            if block.end_line > block.line or block.offset != start:
+                skips.append((block.offset, block.stop, self.trigger.members.index(fam)))
             if self.owned is None or self.owned[0] <= self._base + block.offset < self.owned[1]:
-                blocks.append((block, drafts, self._actor))
-        stamps = [(b.head.stamp, None) if b.head.stamp is not None else self._stamp_before(data, b.offset) for b, _, _ in blocks]
-        if carried < cut:
-            self._stamp_before(data, carried)  # remember the context the next round cannot see
-        for (block, drafts, actor), (stamp, node) in zip(blocks, stamps, strict=True):
+                blocks.append((block, fam, drafts, self._actor, asked))
+        stamps = [(b.head.stamp, None) if b.head.stamp is not None else self._stamp_before(data, b.offset) for b, _, _, _, _ in blocks]
+        if self.pools is not None:
+            self.reader.commit(self.pools, carried, skips, self.owned, self._base)
+        for (block, fam, drafts, actor, asked), (stamp, node) in zip(blocks, stamps, strict=True):
             if block.head.text.startswith('{"') and not _decodes(block.head.text):
                 # a record of Ray's event log or a structured log, cut or corrupted: its message
                 # could not be taken out, and what a grammar reads of it raw is no report
@@ -451,6 +509,8 @@ class Scanner:
             except Exception as err:  # noqa: BLE001 - as above
                 self._failed(block.line, err)
                 continue
+            if asked:
+                self._study(data, block.offset, fam, block, drafts, actor, block.line, made)
             if inferred:  # a line that prints no time lies between its neighbours' stamps
                 later, later_node = self._stamp_after(data, block.stop)
                 for event in made:
@@ -480,6 +540,11 @@ class Scanner:
             first, last = self.layout.lines_of(first, self._base + block.offset, last, self._base + block.stop)
         source = Source(self.ctx.path, first, last, read if read != (first, last) else None)
         made = [self._event(d, head, stamp, inferred, head.actor or actor, source, block.raw) for d in drafts]
+        for event in made:
+            if "unread" in event.fields:
+                self._partial += 1
+                if self._partial == 1:
+                    self._first_partial = f"line {source.line}: {'; '.join(event.fields['unread'])}"
         if head.utc is not None and head.stamp is not None and (local := head.stamp.iso(self.ctx.year)) is not None and (utc := head.utc.iso_utc()):
             # a collector's UTC stamp before the program's local one: the host's zone, for the
             # clock; told once per offset a file shows, not at every line a collector stamped
@@ -496,22 +561,22 @@ class Scanner:
                     made.append(Clue("alias", source, {"host": head.host, "node": node}, None, head.pid, head.actor or actor, node))
         return made
 
-    def _event(self, draft: dict, head: Line, stamp: Stamp | None, inferred: bool, actor: str | None, source: Source, raw: str) -> Event | Clue:
+    def _event(
+        self, draft: dict, head: Line, stamp: Stamp | None, inferred: bool, actor: str | None, source: Source, raw: str, ctx: FileContext | None = None
+    ) -> Event | Clue:
+        """The event (or clue) of one draft, in this file's context (or `ctx`, a probe's)."""
+        ctx = ctx or self.ctx
         fields = draft.get("fields", {})
-        if "unread" in fields:
-            self._partial += 1
-            if self._partial == 1:
-                self._first_partial = f"line {source.line}: {'; '.join(fields['unread'])}"
         time = draft.get("time")
         if time is None and stamp is not None:
-            time = stamp.iso(self.ctx.year)
+            time = stamp.iso(ctx.year)
             if time is None:
                 fields["local_time"] = _local(stamp)
         if head.repeated:
             fields["repeated"] = head.repeated
         if head.uptime is not None:
             fields["uptime_s"] = head.uptime
-        pid = draft.get("pid", head.pid if head.pid is not None else self.ctx.pid)
+        pid = draft.get("pid", head.pid if head.pid is not None else ctx.pid)
         rank = head.rank if head.rank is not None else draft.get("rank")  # `[rankN]:` is the global rank
         gpu = draft.get("gpu")
         if not (bounded(fields) and _small(pid) and _small(rank) and _small(gpu)):
@@ -520,14 +585,14 @@ class Scanner:
         if draft["kind"] in CLUE_KINDS:  # a clue's time is its own line's or none: the clock reads it
             if self.layout is not None and self.layout.newest_first:  # read before what lies below it (correlate.Context)
                 fields["newest_first"] = True
-            return Clue(draft["kind"], source, fields, None if inferred else time, pid, actor, head.ip or self.ctx.node or head.host)
+            return Clue(draft["kind"], source, fields, None if inferred else time, pid, actor, head.ip or ctx.node or head.host)
         return Event(
             kind=draft["kind"],
             source=source,
             text=raw,
             time=time,
             time_inferred=inferred and time is not None and "time" not in draft,
-            node=draft.get("node") or head.ip or self.ctx.node or head.host,
+            node=draft.get("node") or head.ip or ctx.node or head.host,
             pid=pid,
             actor=draft.get("actor", actor if actor not in ("raylet", "gcs_server") else None),
             method=draft.get("method"),
@@ -538,20 +603,79 @@ class Scanner:
             device=draft.get("device"),
         )
 
+    # -- what the core learns ----------------------------------------------------------------
+
+    def _study(
+        self,
+        data: bytes | bytearray,
+        start: int,
+        fam: Family,
+        block: Block | None,
+        drafts: list[dict] | None,
+        actor: str | None,
+        line_no: int,
+        made: list[Event | Clue] | None = None,
+    ) -> None:
+        """Tell the core's reader what was made here of the line at `start`, one of a shape it
+        could not read alone or checks now and then: no event, one reading, or what no plan
+        holds."""
+        stop = data.find(b"\n", start, self._end)
+        line = bytes(data[start : stop if stop >= 0 else self._end])
+        told = _nothing(line, fam) if block is None else _told(block, fam, drafts or [], made or [])
+        self.reader.study(self.trigger.members.index(fam), line, self.ctx.pid, self.ctx.node, actor, "" if told is _UNPLANNED else told, line_no)
+
+    def _learn(self, data: bytes | bytearray, start: int, index: int, actor: str | None, new: bool) -> None:
+        """Read the line at `start` (of a shape the core's reader is learning) alone, as this
+        reader reads it in its file, and tell the plans what it made; for a new shape, the
+        core asks what is made of the line as it changes it (`probe`: its values changed or
+        zeroed, or read in another file's context)."""
+        stop = data.find(b"\n", start, self._end)
+        line = bytes(data[start : stop if stop >= 0 else self._end])
+        fam = self.trigger.members[index]
+        assert fam is not None  # an announcement is no family's line
+
+        def probe(changed: bytes, pid: int | None, node: str | None, other: str | None) -> object:
+            told = self._probe(changed, fam, replace(self.ctx, pid=pid, node=node), other)
+            return "" if told is _UNPLANNED else told
+
+        self.lines.learn(index, line, self.ctx.pid, self.ctx.node, actor, probe(line, self.ctx.pid, self.ctx.node, actor), probe if new else None)
+
+    def _probe(self, line: bytes, fam: Family, ctx: FileContext, actor: str | None) -> tuple | None | object:
+        """What this reader makes of one line alone, in context `ctx`: as _told tells it."""
+        data = line + b"\n"
+        index = self.trigger.members.index(fam)
+        m = self.trigger.own[index].search(data)
+        if m is None:
+            return _UNPLANNED
+        blocks = Blocks()
+        blocks.bound(len(data), cut=False)
+        try:
+            found = blocks.read(data, 0, m.start(), fam, 1)
+        except Exception:  # noqa: BLE001 - a line its grammar fails on is no line a plan reads
+            return _UNPLANNED
+        if found is None:
+            return _nothing(line, fam)
+        stop, block, drafts = found
+        if stop != len(data):
+            return _UNPLANNED
+        source = Source(ctx.path, 1, 1)
+        made = [self._event(d, block.head, None, block.head.stamp is None, block.head.actor or actor, source, block.raw, ctx) for d in drafts]
+        return _told(block, fam, drafts, made)
+
     # -- context around a hit -------------------------------------------------------------
 
     def _stamp_after(self, data: bytes | bytearray, pos: int) -> tuple[Stamp | None, str | None]:
         """The time of the first stamped line at or after `pos` in this chunk (None when
-        none stands before the chunk's end) and the node that line names. Hits come in
-        order, so the answer for one hit holds for every hit up to that stamp: each byte is
-        searched once."""
-        lo, hi, stamp, node = self._after
-        if lo <= pos <= hi:
-            return stamp, node
-        found, at = first_stamp(data, pos, self._end)
-        node = self._node_at(data, at) if found is not None else None
-        self._after = (pos, at, found, node)
-        return found, node
+        none stands before the chunk's end) and the node that line names in a file of many
+        nodes' lines (the core's reader: each byte is searched once)."""
+        found = self.reader.after(data, pos)
+        return (None, None) if found is None else (Stamp(*found[0]), found[1])
+
+    def _stamp_before(self, data: bytes | bytearray, start: int) -> tuple[Stamp | None, str | None]:
+        """The time of the nearest stamped line before `start` in this file, and the node
+        that line names in a file of many nodes' lines."""
+        found = self.reader.before(data, start)
+        return (None, None) if found is None else (Stamp(*found[0]), found[1])
 
     def _hold_open(self, event: Event) -> None:
         self._open.append(weakref.ref(event))
@@ -562,38 +686,61 @@ class Scanner:
     def _set_latest(self, event: Event, stamp: Stamp, node: str | None) -> None:
         set_latest(event, stamp, node, self.ctx)
 
-    def _node_at(self, data: bytes | bytearray, pos: int) -> str | None:
-        """The node that the Ray prefix of the line at `pos` names, in a file that holds
-        lines of many nodes (a driver console): a borrowed time is on that node's clock."""
-        return None if self.ctx.node is not None else node_of_line(data, pos, self._end)
 
-    def _stamp_before(self, data: bytes | bytearray, start: int) -> tuple[Stamp | None, str | None]:
-        """The time of the nearest stamped line before `start` in this file.
+_UNPLANNED = object()  # what was made of a line is what no plan makes: more than one event, a clue, a block of many lines
 
-        Looked for in a window behind the hit that widens until a time turns up or it reaches
-        the previous lookup, whose answer then stands: each byte is searched about once. The
-        windows begin at line starts, so none cuts a time in two.
 
-        After a long stretch without a time (a driver console prints none), the bytes ahead
-        are asked once where the next one is: the lookups short of it have nothing to search."""
-        if start <= self._stampless_to:
-            self._stamp_pos = start
-            return self._stamp, self._stamp_node
-        hi, width = start, STAMP_WINDOW
-        if start - self._stamp_pos <= 8 * STAMP_WINDOW:  # a short gap since the last lookup: in one go
-            width = start - self._stamp_pos
-        while hi > self._stamp_pos:
-            lo = max(self._stamp_pos, _line_start(data, hi - width) if hi > width else 0)
-            found = last_stamp_at(data, lo, hi)
-            if found is not None:
-                self._stamp, self._stamp_node = found[0], self._node_at(data, found[1])
-                self._stampless_from = start
-                break
-            hi, width = lo, width * 2
-        if start - self._stampless_from >= STAMPLESS:
-            self._stampless_to = stampless_until(data, start, min(self._end, start + LOOK_AHEAD))
-        self._stamp_pos = start
-        return self._stamp, self._stamp_node
+def _alone(text: str, fam: Family) -> bool:
+    """Whether a message of `fam` is a block of its own whatever the lines after it say."""
+    if fam.after is not None and fam.after.match(text):
+        return False
+    return fam.continues is None or fam.max_lines <= 1 or (fam.ends is not None and fam.ends.match(text) is not None)
+
+
+def _nothing(line: bytes, fam: Family) -> object:
+    """A line of `fam` that made no block: nothing, where the lines after it could not have
+    changed that (its message is a block of its own, or it holds none)."""
+    head = peel(line.decode("utf-8", "replace"))
+    m = fam.start.search(head.text)
+    return None if m is None or _alone(head.text[m.start() :], fam) else _UNPLANNED
+
+
+def _told(block: Block, fam: Family, drafts: list[dict], made: list[Event | Clue]) -> object:
+    """What a reader of plans is told was made of a one-line block: (its outputs, the line's
+    own time, where a local time goes among its fields), or _UNPLANNED."""
+    head = block.head
+    m = fam.start.search(head.text)
+    if (
+        block.end_line != block.line
+        or len(drafts) != 1
+        or len(made) != 1
+        or not isinstance(event := made[0], Event)
+        or event.kind not in READINGS
+        or "time" in drafts[0]
+        or "unread" in event.fields
+        or "truncated" in event.fields
+        or head.utc is not None
+        or head.host is not None
+        or m is None
+        or not _alone(head.text[m.start() :], fam)
+    ):
+        return _UNPLANNED
+    fields = [(k, v) for k, v in event.fields.items() if k not in ("local_time", "local_time_latest")]
+    keys = list(event.fields)
+    local_at = keys.index("local_time") if "local_time" in keys else len(fields) - bool(head.repeated) - (head.uptime is not None)
+    outputs = [
+        ("kind", event.kind),
+        ("node", event.node),
+        ("pid", event.pid),
+        ("actor", event.actor),
+        ("method", event.method),
+        ("rank", event.rank),
+        ("gpu", event.gpu),
+        ("memory", event.memory),
+        ("device", event.device),
+        *fields,
+    ]
+    return outputs, None if head.stamp is None else tuple(head.stamp), local_at
 
 
 _LENIENT = json.JSONDecoder(parse_int=str, strict=False)
@@ -618,13 +765,6 @@ def counted_problems(long_lines: int, bad_lines: int) -> list[str]:
     if bad_lines:
         found.append(f"{bad_lines} line(s) with invalid UTF-8, shown as U+FFFD")
     return found
-
-
-def node_of_line(data: bytes | bytearray, pos: int, end: int) -> str | None:
-    """The node the Ray prefix of the line holding `pos` names, if it names one."""
-    start = _line_start(data, pos)
-    m = PREFIX_IP.search(data, start, min(end, start + PREFIX_REACH))
-    return m.group(1).decode() if m is not None and data.find(b"\n", start, m.start()) < 0 else None
 
 
 def context_before(fh: BinaryIO, lo: int, ctx: FileContext) -> tuple[Stamp | None, str | None, str | None]:

@@ -53,18 +53,24 @@ def test_hits_inside_a_window_of_the_data():
 
 
 def test_last_stamp_is_the_last_time_re_finds_in_the_window():
-    """The time a hit borrows from the lines before it: the core's last match, read by `re`,
-    is the last match of `re` alone over the window."""
+    """The time a hit borrows from the lines before it: the core's last time in a window is
+    the last match of `re` alone over the window (the layouts that say `anywhere`, one
+    alternation, leftmost-first) that is a time a clock shows, read by the first layout
+    that reads its whole text."""
     from oomlens import times
 
-    every = re.compile(times._STAMP_ANY)
+    anywhere = [t for t in times.TIMES if t.anywhere]
+    every = re.compile("|".join(re.sub(r"\(\?P<\w+>", "(?:", t.pattern) for t in anywhere).encode())
+    readers = [(re.compile(t.pattern.encode()), t.utc) for t in anywhere]
+
+    def read(text: bytes):
+        regex, utc = next((r, u) for r, u in readers if r.fullmatch(text))
+        groups = {k: v.decode() for k, v in regex.fullmatch(text).groupdict().items() if v is not None}
+        return times.stamp_of_groups(groups, utc)
 
     def slow(data: bytes, lo: int, hi: int):
-        last = None
-        for last in every.finditer(data, lo, hi):  # noqa: B007 - only the last is wanted
-            pass
-        found = None if last is None else times._read(last, last.start())
-        return None if found is None else found[0]
+        found = [read(m.group(0)) for m in every.finditer(data[:hi], lo)]
+        return next((s for s in reversed(found) if s is not None), None)
 
     data = _all_fixture_bytes()
     starts = [i + 1 for i in range(len(data)) if data[i] == 10][::5]
@@ -229,19 +235,19 @@ def test_a_reused_buffer_shows_nothing_of_the_stream_before():
     assert [e.source.line for e in third.events(io.BytesIO(b"ok\n" + oom))] == [2] and third.lines_read == 2
 
 
-@pytest.mark.parametrize("chunk, stampless, ahead", [(4096, 4096, 8192), (None, None, None)])
-def test_hits_in_long_stamp_less_stretches_borrow_the_last_time_before_them(chunk, stampless, ahead, monkeypatch):
-    """A driver console prints no times for thousands of lines; after a long stretch without
-    one, the bytes ahead are asked once where the next one is. Times that turn up later, in
-    this chunk or the next, are still the ones the hits after them borrow."""
+@pytest.mark.parametrize("chunk", [4096, None])
+def test_hits_in_long_stamp_less_stretches_borrow_the_last_time_before_them(chunk, monkeypatch):
+    """A driver console prints no times for thousands of lines. Times that turn up later, in
+    this chunk or the next, are still the ones the hits after them borrow, and the first
+    after each hit ends its interval; the stream's times are searched once, whatever the
+    number of hits that ask (the core's Track)."""
     import io
 
-    from oomlens import scan, times
+    from oomlens import scan
     from oomlens.scan import FileContext, Scanner
 
-    for name, value in (("CHUNK", chunk), ("STAMPLESS", stampless), ("LOOK_AHEAD", ahead)):
-        if value:
-            monkeypatch.setattr(scan, name, value)
+    if chunk:
+        monkeypatch.setattr(scan, "CHUNK", chunk)
     hit = b"(TaskRunner pid=7) step:%d - perf/max_memory_allocated_gb:1.5 - perf/cpu_memory_used_gb:9.0\n"
     stamp = b"INFO 11-21 10:%02d:00 [metrics.py:351] Avg prompt throughput: 1.0 tokens/s\n"
     data, expected = [], []
@@ -255,15 +261,13 @@ def test_hits_in_long_stamp_less_stretches_borrow_the_last_time_before_them(chun
             expected.append(None if minute is None else f"2026-11-21T10:{minute:02d}:00")
         else:
             data.append(b"Training Progress:  10%%|#         | %d/1000 [1:02:03<12:00:00, 43.2s/it]\n" % i)
-    searched = []
-    monkeypatch.setattr(scan, "last_stamp_at", lambda data, lo, hi: searched.append(hi - lo) or times.last_stamp_at(data, lo, hi))
-    found = list(Scanner(FileContext("driver.log", year=2026)).events(io.BytesIO(b"".join(data))))
+    scanner = Scanner(FileContext("driver.log", year=2026))
+    found = list(scanner.events(io.BytesIO(b"".join(data))))
     assert [e.time for e in found] == expected
-    # and the first time after each hit, in this chunk or a later one, ends its interval
     stamps_at = [i for i in (500, 510, 2900)]
     latest = [next((f"2026-11-21T10:{s // 100:02d}:00" for s in stamps_at if s > i), None) for i in range(3000) if i % 3 == 0 and i not in stamps_at]
     assert [e.time_latest for e in found] == latest
-    assert sum(searched) < len(b"".join(data)) // 2  # most of the stretches without a time were not searched hit by hit
+    assert scanner.reader.searched <= len(b"".join(data)) + (len(b"".join(data)) // (chunk or scan.CHUNK) + 1) * 200  # each byte once (a carried line again)
 
 
 def test_each_hit_takes_the_actor_announced_last_before_it():

@@ -102,7 +102,7 @@ def _series(e: Event, level: int) -> tuple:
 def _level(events: list[Event], budget: int, kind: str = "gpu_memory") -> int:
     whole = Reduction(budget)
     reduce_found(list(events), 0, whole)
-    return whole.pools[kind].level
+    return whole.tally()[kind][1]
 
 
 @pytest.mark.parametrize("seed", range(8))
