@@ -71,15 +71,24 @@ def test_known_failures_name_real_inputs_and_transforms():
         assert transform in CASES and path in ids, (transform, path)
 
 
+@pytest.fixture(scope="module")
+def moved_to(tmp_path_factory):
+    """Where each case writes its transformed copy, a folder of its own (under one folder: a
+    tmp_path per case costs more than reading most excerpts does)."""
+    return tmp_path_factory.mktemp("moved")
+
+
 @pytest.mark.parametrize("path,name", PAIRS)
-def test_same_events_and_verdict(path, name, tmp_path):
+def test_same_events_and_verdict(path, name, moved_to):
     if path not in UNTOUCHED:
         UNTOUCHED[path] = facts(analyze(str(path), jobs=1))
     events, verdict = UNTOUCHED[path]
     data = path.read_bytes()
     for step in CASES[name]:
         data = apply(step, data)
-    moved = tmp_path / path.name
+    folder = moved_to / f"{_id(path).replace('/', '-')}-{name}"
+    folder.mkdir()
+    moved = folder / path.name
     moved.write_bytes(data)
     diagnosis = analyze(str(moved), jobs=1)
     own = [p for i in diagnosis.inputs for p in i.problems if "oomlens could not read" in p]
