@@ -149,7 +149,7 @@ STRIPPED = [pytest.param(n, marks=pytest.mark.xfail(reason=STRIPPED_KNOWN[n], st
 
 def baseline(name: str):
     if name not in BASELINE:
-        BASELINE[name] = analyze(*inputs_of(INCIDENTS / name))
+        BASELINE[name] = analyze(*inputs_of(INCIDENTS / name), jobs=1)
     return BASELINE[name]
 
 
@@ -163,7 +163,7 @@ def test_a_whole_run_shifted_tells_the_same_story_shifted(name, tmp_path):
         delta = rng.choice([1, -1]) * rng.randrange(60, 36 * 3600)  # whole seconds: some layouts print no fraction
         folder = tmp_path / f"r{round_}"
         copy_shifted(INCIDENTS / name, folder, lambda path, line, delta=delta: (delta, None))
-        after = analyze(*inputs_of(folder))
+        after = analyze(*inputs_of(folder), jobs=1)
         assert story(after) == story(before), (name, delta)
         moved_by(after, before, delta, name)
         where = (str(folder), str(INCIDENTS / name))  # a file's own clock is named by its path: the copy's, the fixture's
@@ -185,7 +185,7 @@ def test_a_node_whose_clock_runs_off_is_corrected(seed, tmp_path):
         return (skew if on_b else 0.0), None
 
     copy_shifted(MULTINODE, tmp_path / "s", delta_of)
-    after = analyze(*inputs_of(tmp_path / "s"))
+    after = analyze(*inputs_of(tmp_path / "s"), jobs=1)
     assert story(after) == story(baseline(MULTINODE.name))
     note = next(n for n in after.clocks if n.scope == f"node {NODE_B}")
     assert note.offset_s == pytest.approx(40.654 + skew, abs=0.002)
@@ -199,7 +199,7 @@ def test_a_host_in_another_zone_reads_its_epochs_as_local(zone_h, tmp_path):
     so the host's zone is learned from the line that prints both clocks, and every time
     stays inside the run's own span."""
     copy_shifted(MULTINODE, tmp_path / "z", lambda path, line: (zone_h * 3600, 0.0))
-    after = analyze(*inputs_of(tmp_path / "z"))
+    after = analyze(*inputs_of(tmp_path / "z"), jobs=1)
     assert story(after) == story(baseline(MULTINODE.name))
     moved_by(after, baseline(MULTINODE.name), zone_h * 3600, f"UTC{zone_h:+}")
 
@@ -219,7 +219,7 @@ def test_a_console_stripped_of_its_stamps_tells_the_same_story(name, tmp_path):
         for pattern in (ISO, C10, VLLM):
             text = pattern.sub("", text)
         console.write_text(text, encoding="utf-8", errors="surrogateescape")
-    after = analyze(*inputs_of(folder))
+    after = analyze(*inputs_of(folder), jobs=1)
     before = baseline(name)
     assert story(after)[:3] == story(before)[:3], name
     in_order(after, before)
@@ -250,7 +250,7 @@ def test_an_epoch_is_read_on_its_host_s_local_clock(seed, tmp_path):
     (logs / "raylet.out").write_text(RAYLET.format(kill=ms(kill)))
     (logs / "worker-11761f9a71a291fae4e4c0c7a5e6c469bd1700e910c0536ff2918ac7-01000000-895499.err").write_text(ERR.format(epoch=epoch))
     (logs / "python-core-worker-11761f9a71a291fae4e4c0c7a5e6c469bd1700e910c0536ff2918ac7_895499.log").write_text(CORE.format(abort=ms(abort), epoch=epoch))
-    diagnosis = analyze(str(tmp_path))
+    diagnosis = analyze(str(tmp_path), jobs=1)
     watchdog = next(e for e in diagnosis.events if e.kind == "watchdog_timeout")
     assert watchdog.time is None and watchdog.time_latest == abort.replace(microsecond=0).isoformat()
     assert [(i.root.kind, [e.kind for e in i.cascade]) for i in diagnosis.incidents] == [
@@ -299,7 +299,7 @@ def test_every_event_has_its_time_or_an_interval_inside_the_run(where):
     """An event's time is its own line's, or an interval between the stamps around it,
     whenever its file prints any time at all; and every time lies within the run's own span
     (the first and last time its files print, widened by the clocks the correlator moved)."""
-    diagnosis = analyze(str(where))
+    diagnosis = analyze(str(where), jobs=1)
     stamped = {item.path for item in discover([str(where)]) if item.file and _stamps_in(item.path)}
     years = [int(t[:4]) for e in diagnosis.events for t in (e.time, e.time_latest) if t]
     own = [t for path in stamped for t in _first_and_last(path, max(set(years), key=years.count) if years else None)]
@@ -354,7 +354,7 @@ def test_a_console_a_collector_stamped_in_utc_is_placed_on_the_run_s_clock(seed,
         utc = local - timedelta(seconds=zone) + timedelta(milliseconds=i)
         lines.append(utc.strftime("%Y-%m-%dT%H:%M:%S.%f") + "123Z " + line)
     console.write_text("".join(lines), encoding="utf-8", errors="surrogateescape")
-    before, after = analyze(str(SESSION)), analyze(str(folder))
+    before, after = analyze(str(SESSION), jobs=1), analyze(str(folder), jobs=1)
     assert story(after) == story(before)
     note = next(n for n in after.clocks if n.scope.startswith(str(console)))
     assert note.offset_s == pytest.approx(-zone, abs=30)

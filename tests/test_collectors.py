@@ -64,7 +64,13 @@ def facts(diagnosis) -> tuple:
     )
 
 
-PLAIN = {path: facts(analyze(str(path), jobs=1)) for path in CONSOLES}
+PLAIN: dict[Path, tuple] = {}  # each console's facts, read once, when a test asks (not while the suite is collected)
+
+
+def plain(console: Path) -> tuple:
+    if console not in PLAIN:
+        PLAIN[console] = facts(analyze(str(console), jobs=1))
+    return PLAIN[console]
 
 
 CASES = [pytest.param(c, col, id=f"{c.parent.name}-{col}") for c in CONSOLES for col in COLLECTORS]
@@ -79,7 +85,7 @@ def test_a_ray_2_60_console_shipped_by_a_collector_reads_as_the_plain_one(tmp_pa
     shipped = tmp_path / f"{collector}-{step_ms}.log"
     shipped.write_bytes(record(console.read_bytes(), collector, step_ms=step_ms, piece=piece, host=host, pod=f"{host}-pod"))
     diagnosis = analyze(str(shipped), jobs=1)
-    assert facts(diagnosis) == PLAIN[console]
+    assert facts(diagnosis) == plain(console)
     assert not diagnosis.problems
 
 
@@ -133,7 +139,7 @@ def test_an_export_entry_of_several_lines_is_each_of_them_once(tmp_path):
     head = b"__CURSOR=s=0;i=1\n__REALTIME_TIMESTAMP=1795318649000000\n_HOSTNAME=gpu-node-3\n"
     entry = head + b"MESSAGE\n" + struct.pack("<Q", len(text)) + text + b"\n\n"
     (tmp_path / "journal.export").write_bytes(entry + head.replace(b"i=1", b"i=2") + b"MESSAGE=done\n\n")
-    assert facts(analyze(str(tmp_path / "journal.export"), jobs=1)) == PLAIN[console]
+    assert facts(analyze(str(tmp_path / "journal.export"), jobs=1)) == plain(console)
 
 
 def test_a_csv_cell_of_several_lines_and_quotes_is_read_whole(tmp_path):
@@ -187,7 +193,7 @@ def test_a_console_exported_as_one_json_document_reads_as_the_plain_one(tmp_path
     shipped = tmp_path / "export.json"
     shipped.write_text(json.dumps(whole, indent=2, ensure_ascii=False), encoding="utf-8")
     diagnosis = analyze(str(shipped), jobs=2)
-    assert facts(diagnosis) == PLAIN[console]
+    assert facts(diagnosis) == plain(console)
     assert not diagnosis.problems
 
 

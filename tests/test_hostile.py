@@ -48,10 +48,11 @@ ODD = {
 def test_an_odd_value_is_not_known_and_its_neighbours_are_kept(tmp_path, odd):
     log = tmp_path / "trainer.log"
     log.write_text(f"{BEFORE}\n{ODD[odd]}\n{AFTER}\n", encoding="utf-8")
+    runs = {}
     for fmt in ("json", "table", "markdown", "jsonl"):
-        run = subprocess.run([sys.executable, "-m", "oomlens", "parse", str(log), "--format", fmt], capture_output=True, text=True, timeout=120)
+        run = runs[fmt] = subprocess.run([sys.executable, "-m", "oomlens", "parse", str(log), "--format", fmt], capture_output=True, text=True, timeout=120)
         assert (run.returncode, "Traceback" in run.stderr) == (0, False), (fmt, run.stderr[-500:])
-    run = subprocess.run([sys.executable, "-m", "oomlens", "parse", str(log), "--format", "json"], capture_output=True, text=True, timeout=120)
+    run = runs["json"]
     found = json.loads(run.stdout)
     jsonschema.Draft202012Validator(oomlens.schema()).validate(found)
     sizes = [e["fields"].get("requested_bytes") for e in found["events"] if e["kind"] == "cuda_oom"]

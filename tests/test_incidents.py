@@ -19,7 +19,7 @@ def case(request):
     folder = INCIDENTS / request.param
     expected = json.loads((folder / "expected.json").read_text())["expected"]
     inputs = [str(p) for p in sorted(folder.iterdir()) if p.name != "expected.json"]
-    return request.param, expected, analyze(*inputs)
+    return request.param, expected, analyze(*inputs, jobs=1)
 
 
 def test_kinds(case):

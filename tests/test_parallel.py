@@ -7,7 +7,7 @@ import io
 import orjson
 import pytest
 
-from conftest import FIXTURES, SESSIONS
+from conftest import FIXTURES, REAL, SESSIONS
 from oomlens.pipeline import analyze
 from oomlens.progress import Progress
 from oomlens.sources import Input
@@ -15,7 +15,9 @@ from oomlens.sources import Input
 
 @pytest.mark.slow
 def test_jobs_do_not_change_the_diagnosis():
-    paths = [str(SESSIONS), str(FIXTURES / "incidents")]
+    """Every fixture (sessions, incidents, real excerpts) read by a pool gives what one process
+    gives: the sweeps over them elsewhere read each in one process (jobs=1)."""
+    paths = [str(SESSIONS), str(FIXTURES / "incidents"), *map(str, sorted(REAL.glob("*.log")))]
     one = analyze(*paths, jobs=1).to_dict()
     two = analyze(*paths, jobs=2).to_dict()
     assert orjson.dumps(one) == orjson.dumps(two)

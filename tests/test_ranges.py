@@ -31,19 +31,35 @@ def big_log():
     return bytes(out)
 
 
-@pytest.mark.parametrize("name", ["driver-console.log", "worker-0b3f4c1a5e8d7f2a9c6b1e4d3a2f5c8b7e6d9a1c4f3b2e5d8c7a6b9f-01000000-4242.out"])
+NAMES = ["driver-console.log", "worker-0b3f4c1a5e8d7f2a9c6b1e4d3a2f5c8b7e6d9a1c4f3b2e5d8c7a6b9f-01000000-4242.out"]
+
+
+@pytest.fixture(scope="module")
+def big_files(big_log, tmp_path_factory):
+    """big_log under each name the test reads it as, in one folder: a diagnosis names its files."""
+    folder = tmp_path_factory.mktemp("ranges")
+    for name in NAMES:
+        (folder / name).write_bytes(big_log)
+    return folder
+
+
+WHOLE: dict = {}  # (name, budget, held) -> the diagnosis of big_log read whole
+
+
+@pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("jobs,budget,held", [(2, None, 4096), (3, None, 4096), (2, 64, 4096), (3, 1000, 4096), (3, 64, 16)])
 @pytest.mark.slow
-def test_ranges_read_what_the_whole_file_reads(big_log, tmp_path, name, jobs, budget, held, monkeypatch):
+def test_ranges_read_what_the_whole_file_reads(big_files, name, jobs, budget, held, monkeypatch):
     """At a budget of 64 the real logs' failures are reduced and their tracebacks kept only
     near kept events; `held` 16 looks the held tracebacks over every few, while each range
     is still read (the workers are forked with it), sparing those near a range's ends."""
     from oomlens import reduce
 
     monkeypatch.setattr(reduce, "CONTEXT_HELD", held)
-    path = tmp_path / name
-    path.write_bytes(big_log)
-    whole = analyze(str(path), jobs=1, budget=budget)
+    path = big_files / name
+    if (name, budget, held) not in WHOLE:  # the whole file read by one process: the same for 2 and 3 jobs
+        WHOLE[name, budget, held] = analyze(str(path), jobs=1, budget=budget)
+    whole = WHOLE[name, budget, held]
     monkeypatch.setattr(pipeline, "RANGE_MIN", 1 << 19)  # ranges of half a MB and more: each holds many reports, and its ends cut some
     [item] = discover([str(path)])
     spans = pipeline._ranges(item, jobs)

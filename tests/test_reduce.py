@@ -265,6 +265,17 @@ def _fixture_folders():
     return sorted(p for p in INCIDENTS.iterdir() if p.is_dir()) + sorted(p for p in SESSIONS.iterdir() if p.is_dir())
 
 
+_UNREDUCED: dict = {}  # each fixture folder read with every reading and failure kept, once for both tests below
+
+
+def _unreduced(folder):
+    from oomlens.pipeline import analyze
+
+    if folder not in _UNREDUCED:
+        _UNREDUCED[folder] = analyze(str(folder), jobs=1, budget=None)
+    return _UNREDUCED[folder]
+
+
 @pytest.mark.parametrize(
     "folder",
     _fixture_folders(),
@@ -280,7 +291,7 @@ def test_a_reduced_run_is_diagnosed_as_the_full_one(folder):
     def told(d):
         return [(i.root.kind, i.root.source.line, i.component, i.memory, i.trend, i.phase) for i in d.incidents], d.verdict
 
-    full, reduced = analyze(str(folder), jobs=1, budget=None), analyze(str(folder), jobs=1, budget=32)
+    full, reduced = _unreduced(folder), analyze(str(folder), jobs=1, budget=32)
     assert told(reduced) == told(full)
 
 
@@ -416,7 +427,7 @@ def test_a_run_whose_failures_are_reduced_is_diagnosed_as_the_full_one(folder):
     def told(d):
         return [(i.root.kind, i.root.source.line, i.component, i.memory, i.phase) for i in d.incidents]
 
-    full, reduced = analyze(str(folder), jobs=1, budget=None), analyze(str(folder), jobs=1, budget=16)
+    full, reduced = _unreduced(folder), analyze(str(folder), jobs=1, budget=16)
     assert told(reduced) == told(full)
 
 

@@ -97,7 +97,7 @@ def failures(diagnosis) -> list:
 
 @pytest.fixture(scope="module", params=sample(sorted(FIXTURE_INPUTS)))
 def rendered(request):
-    diagnosis = analyze(str(FIXTURE_INPUTS[request.param]))
+    diagnosis = analyze(str(FIXTURE_INPUTS[request.param]), jobs=1)
     return request.param, diagnosis, report.render(diagnosis)
 
 

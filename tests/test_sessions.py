@@ -37,7 +37,7 @@ _DIAGNOSES: dict = {}
 
 def diagnosed(name: str):
     if name not in _DIAGNOSES:
-        _DIAGNOSES[name] = analyze(str(SESSIONS / name))
+        _DIAGNOSES[name] = analyze(str(SESSIONS / name), jobs=1)
     return _DIAGNOSES[name]
 
 

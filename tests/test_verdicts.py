@@ -18,7 +18,7 @@ FILES = sorted(p.name for p in REAL.glob("*.log"))
 @pytest.mark.parametrize("name", [pytest.param(name, marks=known_miss(name, "verdict")) for name in FILES])
 def test_verdict(name, real_expectations):
     expected = real_expectations[name]["expected"]
-    verdict = analyze(str(REAL / name)).verdict or {"component": None, "memory": None, "root_kind": None}
+    verdict = analyze(str(REAL / name), jobs=1).verdict or {"component": None, "memory": None, "root_kind": None}
     ours = {k: verdict.get(k) for k in ("component", "memory", "root_kind")}
     tolerated = expected["root_kind"] is None and ours["root_kind"] not in (None, *expected["not_kinds"], *expected["kinds"])
     if tolerated:
