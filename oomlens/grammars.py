@@ -157,7 +157,7 @@ class Family:
     start: re.Pattern[str] | Start  # a Start where a lead may stand before it, else the pattern alone
     continues: re.Pattern[str] | None
     max_lines: int
-    samples: list[Sample] = field(default_factory=list)
+    written_samples: list[tuple[int, str, str]] = field(default_factory=list)  # each sample's line, its directive's `kind key=value ...`, its text
     ends: re.Pattern[str] | None = None
     back: re.Pattern[str] | None = None
     after: re.Pattern[str] | None = None  # a line after one this matches continues the block, whatever it holds
@@ -170,6 +170,20 @@ class Family:
         """To a worker process by its grammar file and Transformer (read once per process
         there), not its compiled parser and shape cache."""
         return (family, (self.path, self.transformer_class))
+
+    @functools.cached_property
+    def samples(self) -> list[Sample]:
+        """The messages the family must parse and the values they must yield (the suite
+        reads them): their directives are split where asked for, not by every run."""
+        made = []
+        for line, directive, text in self.written_samples:
+            kind, *pairs = shlex.split(directive)
+            made.append(Sample(kind, dict(pair.split("=", 1) for pair in pairs), text, line))
+        return made
+
+    def check(self) -> None:
+        """Read now what a run reads only where it needs it: a mistake in it raises here."""
+        self.samples  # noqa: B018 - read for its errors
 
     @functools.cached_property
     def trigger_text(self) -> re.Pattern[str]:
@@ -456,14 +470,15 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
     max_lines = 1
     shapes = False
     reduce = keep = None
-    samples: list[Sample] = []
-    current: Sample | None = None
+    samples: list[tuple[int, str, str]] = []  # as Family.written_samples
+    current: int | None = None  # the sample whose text the `//|` lines write
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if raw.startswith("//|"):
             if current is None:
                 raise ValueError(f"{path.name}:{number}: sample text before a sample directive")
             body = raw[4:] if raw.startswith("//| ") else raw[3:]
-            current.text = f"{current.text}\n{body}" if current.text else body
+            line, directive, text = samples[current]
+            samples[current] = (line, directive, f"{text}\n{body}" if text else body)
             continue
         current = None
         m = DIRECTIVE.match(raw)
@@ -483,10 +498,8 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
         elif key == "keep":
             keep = re.compile(value)
         elif key == "sample":
-            kind, *pairs = shlex.split(value)
-            expect = dict(pair.split("=", 1) for pair in pairs)
-            current = Sample(kind, expect, "", number)
-            samples.append(current)
+            current = len(samples)
+            samples.append((number, value, ""))
         else:
             raise ValueError(f"{path.name}:{number}: unknown directive {key!r}")
     if not triggers:
@@ -504,7 +517,7 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
         start=Start(core, re.compile("(?:" + "|".join(f"(?:{s})" for s in leads) + r")\Z")) if leads else core,
         continues=re.compile("|".join(f"(?:{c})" for c in continues)) if continues else None,
         max_lines=max_lines,
-        samples=samples,
+        written_samples=samples,
         ends=re.compile("|".join(f"(?:{e})" for e in ends)) if ends else None,
         back=re.compile("|".join(f"(?:{b})" for b in backs)) if backs else None,
         after=re.compile("|".join(f"(?:{a})" for a in afters)) if afters else None,
@@ -517,8 +530,12 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
 
 @functools.cache
 def family(path: Path, transformer: type[Transformer] | None = None) -> Family:
-    """A family added beside the shipped ones (oomlens.registry), read once per process."""
-    return read_family(path, transformer)
+    """A family added beside the shipped ones (oomlens.registry), read once per process and
+    checked whole: what its file writes wrong fails where it is added, not later in a run
+    (the suite checks the shipped ones)."""
+    added = read_family(path, transformer)
+    added.check()
+    return added
 
 
 @functools.cache

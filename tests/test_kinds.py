@@ -105,6 +105,22 @@ def test_an_event_of_a_kind_without_an_entry_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("wrong", "error"),
+    [
+        ("//! sample: sglang_memory_error setting", "dictionary update sequence"),  # a value without its key=
+        ('//! sample: sglang_memory_error setting="--mem', "No closing quotation"),
+    ],
+)
+def test_a_family_added_with_a_sample_written_wrong_is_refused_where_it_is_added(tmp_path, wrong, error):
+    """A run reads a family's samples only where it needs them (never): one added from
+    outside is still read whole when added, and refused there."""
+    grammar = tmp_path / "sglang_memory.lark"
+    grammar.write_text(GRAMMAR.replace("//! sample: sglang_memory_error setting=--mem-fraction-static", wrong), encoding="utf-8")
+    with pytest.raises(ValueError, match=error):
+        Registry.shipped().add(grammar, SGLangTransformer, KINDS)
+
+
+@pytest.mark.parametrize(
     ("entry", "error"),
     [
         ({"label": "x", "role": "memory", "colour": "red"}, "unknown key"),
