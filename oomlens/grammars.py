@@ -149,21 +149,19 @@ def cues(fams: Iterable[Family]) -> Cues:
 
 @dataclass
 class Family:
-    """One format family: its grammar, its transformer, and how to find its blocks."""
+    """One format family: its grammar, its transformer, and how to find its blocks.
+
+    Its directives' patterns are kept as written and each compiled where first used (the
+    properties of their names): a run reads the blocks of few families, and every process
+    compiled them all."""
 
     name: str
     path: Path
     triggers: list[str]
-    start: re.Pattern[str] | Start  # a Start where a lead may stand before it, else the pattern alone
-    continues: re.Pattern[str] | None
     max_lines: int
+    written: dict[str, list[str]]  # the patterns of each directive (start, lead, continue, end, back, after, reduce, keep) as written
     written_samples: list[tuple[int, str, str]] = field(default_factory=list)  # each sample's line, its directive's `kind key=value ...`, its text
-    ends: re.Pattern[str] | None = None
-    back: re.Pattern[str] | None = None
-    after: re.Pattern[str] | None = None  # a line after one this matches continues the block, whatever it holds
     shapes: dict[str, tuple[Any, bool]] | None = None  # the shape cache, for families that opt in
-    reduce: re.Pattern[str] | None = None  # a line's start that makes it read as its kept parts
-    keep: re.Pattern[str] | None = None
     transformer_class: type[Transformer] | None = None  # given with the grammar; else oomlens.families.<name>
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
@@ -183,12 +181,47 @@ class Family:
 
     def check(self) -> None:
         """Read now what a run reads only where it needs it: a mistake in it raises here."""
-        self.samples  # noqa: B018 - read for its errors
+        for name in ("start", "continues", "ends", "back", "after", "reduce", "keep", "samples"):
+            getattr(self, name)
+
+    @functools.cached_property
+    def start(self) -> re.Pattern[str] | Start:
+        """Where a block begins in its peeled trigger line: a Start where a lead may stand
+        before it, else the pattern alone (the triggers where it writes no start)."""
+        core = re.compile(_either(self.written["start"] or self.triggers))
+        leads = self.written["lead"]
+        return Start(core, re.compile(f"(?:{_either(leads)})\\Z")) if leads else core
+
+    @functools.cached_property
+    def continues(self) -> re.Pattern[str] | None:
+        return _compiled(self.written["continue"])
+
+    @functools.cached_property
+    def ends(self) -> re.Pattern[str] | None:
+        return _compiled(self.written["end"])
+
+    @functools.cached_property
+    def back(self) -> re.Pattern[str] | None:
+        return _compiled(self.written["back"])
+
+    @functools.cached_property
+    def after(self) -> re.Pattern[str] | None:
+        """A line after one this matches continues the block, whatever it holds."""
+        return _compiled(self.written["after"])
+
+    @functools.cached_property
+    def reduce(self) -> re.Pattern[str] | None:
+        """A line's start that makes it read as its kept parts (only where `keep` is written)."""
+        return re.compile(self.written["reduce"][-1]) if self.written["reduce"] and self.written["keep"] else None
+
+    @functools.cached_property
+    def keep(self) -> re.Pattern[str] | None:
+        return re.compile(self.written["keep"][-1]) if self.written["keep"] else None
 
     @functools.cached_property
     def trigger_text(self) -> re.Pattern[str]:
         """The family's triggers, over peeled text."""
-        return re.compile("|".join(f"(?:{t})" for t in self.triggers))
+        return re.compile(_either(self.triggers))
 
     @functools.cached_property
     def start_anywhere(self) -> Regex | re.Pattern[bytes]:
@@ -455,21 +488,23 @@ def grammar_dir() -> Path:
     raise FileNotFoundError("oomlens grammars not found (neither in the package nor beside it)")
 
 
+def _either(patterns: list[str]) -> str:
+    """One pattern that matches where any of `patterns` does, the first that matches first."""
+    return "|".join(f"(?:{p})" for p in patterns)
+
+
+def _compiled(patterns: list[str]) -> re.Pattern[str] | None:
+    return re.compile(_either(patterns)) if patterns else None
+
+
 def read_family(path: Path, transformer: type[Transformer] | None = None) -> Family:
     """Read a family's directives and samples from its grammar file; its Transformer is
     `transformer`, or else `oomlens.families.<name of the file>.Transformer`."""
     triggers: list[str] = []
-    starts: list[str] = []
-    leads: list[str] = []
-    continues: list[str] = []
-    ends: list[str] = []
-    afters: list[str] = []
-    backs: list[str] = []
-    # the directives that may stand several times, each a pattern more
-    repeatable = {"trigger": triggers, "start": starts, "lead": leads, "continue": continues, "end": ends, "back": backs, "after": afters}
+    # the other pattern directives, each a pattern more where it stands again (of reduce and keep, the last counts)
+    written: dict[str, list[str]] = {key: [] for key in ("start", "lead", "continue", "end", "back", "after", "reduce", "keep")}
     max_lines = 1
     shapes = False
-    reduce = keep = None
     samples: list[tuple[int, str, str]] = []  # as Family.written_samples
     current: int | None = None  # the sample whose text the `//|` lines write
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -485,18 +520,16 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
         if not m:
             continue
         key, value = m.group(1), m.group(2).rstrip()
-        if key in repeatable:
-            repeatable[key].append(value)
+        if key == "trigger":
+            triggers.append(value)
+        elif key in written:
+            written[key].append(value)
         elif key == "max_lines":
             max_lines = int(value)
         elif key == "cache":
             if value != "shapes":
                 raise ValueError(f"{path.name}:{number}: cache takes 'shapes'")
             shapes = True
-        elif key == "reduce":
-            reduce = re.compile(value)
-        elif key == "keep":
-            keep = re.compile(value)
         elif key == "sample":
             current = len(samples)
             samples.append((number, value, ""))
@@ -509,21 +542,14 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
             raise ValueError(
                 f"{path.name}: trigger {trigger!r}: ^ and $ are the ends of the buffer the core searches, not of a line (write (?:\\s|$) for a word's end)"
             )
-    core = re.compile("|".join(f"(?:{s})" for s in (starts or triggers)))
     return Family(
         name=path.stem,
         path=path,
         triggers=triggers,
-        start=Start(core, re.compile("(?:" + "|".join(f"(?:{s})" for s in leads) + r")\Z")) if leads else core,
-        continues=re.compile("|".join(f"(?:{c})" for c in continues)) if continues else None,
         max_lines=max_lines,
+        written=written,
         written_samples=samples,
-        ends=re.compile("|".join(f"(?:{e})" for e in ends)) if ends else None,
-        back=re.compile("|".join(f"(?:{b})" for b in backs)) if backs else None,
-        after=re.compile("|".join(f"(?:{a})" for a in afters)) if afters else None,
         shapes={} if shapes else None,
-        reduce=reduce if keep is not None else None,
-        keep=keep,
         transformer_class=transformer,
     )
 
