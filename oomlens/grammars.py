@@ -50,13 +50,13 @@ import shlex
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
-
-from lark import Lark, Token, Transformer, Tree, v_args
-from lark.exceptions import LarkError, UnexpectedInput
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .prefilter import Regex
 from .shapes import MAX_SHAPE_LINE, MAX_SHAPES, NUMBER_RUN, numbers_and_shape
+
+if TYPE_CHECKING:  # lark itself is imported with the first parser a run needs: a run with no hit parses nothing
+    from lark import Lark, Token, Transformer, Tree
 
 
 class Start:
@@ -235,6 +235,8 @@ class Family:
 
     @functools.cached_property
     def parser(self) -> Lark:
+        from lark import Lark
+
         return Lark.open(str(self.path), parser="lalr", lexer="contextual", cache=_cache_file(self.path))
 
     @functools.cached_property
@@ -299,6 +301,8 @@ class Family:
         number no conversion reads), the block keeps what the rest of it says: that rule is
         read as None, its parents as far as they can, and each draft lists in
         `fields["unread"]` the parts it lost (the scanner tells them as a problem)."""
+        from lark.exceptions import LarkError
+
         if tree is None:
             return []
         try:
@@ -322,6 +326,9 @@ class Family:
         arguments, as lark calls it; one that wants the tree or its meta has no plan. Nothing of the line goes into the code:
         kept tokens and methods are passed by name. A tree too deep to write out has no
         plan; its lines parse one by one."""
+        from lark import Token, Tree
+
+        inline = _inline()
         names: dict[str, Any] = {"Tree": Tree, "read": _Refilled.read, "fill": _Refilled.fill}
         places = [m.span() for m in NUMBER_RUN.finditer(shape)]  # where each number stands in the shape
         starts = [a for a, _ in places]
@@ -351,12 +358,12 @@ class Family:
             children = ", ".join(expression(child) for child in node.children)
             method = getattr(self.transformer, node.data, None)
             wrapper = getattr(method, "visit_wrapper", None)  # lark's v_args: how lark calls the method
-            if wrapper is not None and wrapper is not INLINE:
+            if wrapper is not None and wrapper is not inline:
                 raise SyntaxError("a method lark calls with more than its children (v_args meta or tree)")
             names[f"m{len(names)}"] = method if method is not None else node.data
             if method is None:
                 return f"Tree(m{len(names) - 1}, [{children}])"
-            return f"m{len(names) - 1}({children})" if wrapper is INLINE else f"m{len(names) - 1}([{children}])"
+            return f"m{len(names) - 1}({children})" if wrapper is inline else f"m{len(names) - 1}([{children}])"
 
         try:
             return eval(f"lambda numbers: {expression(tree)}", names)  # noqa: S307 - code made from the grammar's tree alone
@@ -364,8 +371,12 @@ class Family:
             return None
 
 
-# how lark calls a method of v_args(inline=True): with its children as arguments, which a plan does too
-INLINE = getattr(v_args(inline=True)(lambda *children: children), "visit_wrapper", None)
+@functools.cache
+def _inline() -> Any:
+    """How lark calls a method of v_args(inline=True): with its children as arguments, which a plan does too."""
+    from lark import v_args
+
+    return getattr(v_args(inline=True)(lambda *children: children), "visit_wrapper", None)
 
 
 class _Refilled(str):
@@ -417,6 +428,9 @@ def _cache_file(path: Path) -> str:
 def _tolerant(transformer: Transformer, tree: Tree, unread: list[str]) -> Any:
     """`tree` transformed as lark would, except that a rule whose method raises is None
     (its rule and error noted in `unread`): its parent reads the rest of its children."""
+    from lark import Tree
+    from lark.exceptions import LarkError
+
     from .sources import error_line
 
     children = [_tolerant(transformer, c, unread) if isinstance(c, Tree) else c for c in tree.children]
@@ -446,6 +460,8 @@ def parse_prefix(parser: Lark, text: str) -> tuple[Any, bool]:
     The tokens are read once; a prefix is parsed again from them only where it may end,
     the longest first: a copy of the parser at every such token (each as long as the parse
     so far) made a cut 400-frame traceback cost seconds."""
+    from lark.exceptions import LarkError, UnexpectedInput
+
     try:
         return parser.parse(text), True
     except UnexpectedInput:
