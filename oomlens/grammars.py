@@ -125,11 +125,27 @@ class Block(NamedTuple):
     anywhere: Regex | re.Pattern[bytes]  # the start over many lines' bytes: the core's DFA where its syntax allows
 
 
+class Triggers:
+    """Every family's triggers as one pattern over text, compiled where first searched: only
+    a head with a line a wrap may have cut asks it (layout.py), and it costs more to compile
+    than most files' whole layout. Its searches are `re`'s."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+
+    @functools.cached_property
+    def compiled(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
+    def search(self, text: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
+        return self.compiled.search(text, pos, len(text) if endpos is None else endpos)
+
+
 class Cues(NamedTuple):
     """What the families' grammars tell of a paste's layout (layout.py): every trigger over
     text (a wrap that cut one in two) and the blocks whose lines tell their order."""
 
-    triggers: re.Pattern[str]
+    triggers: Triggers
     blocks: tuple[Block, ...]
 
 
@@ -137,14 +153,14 @@ PLAIN_LINES = ("    result = compute(batch, step)", "  and then some words", "\t
 
 
 def cues(fams: Iterable[Family]) -> Cues:
-    """The layout cues of these families (`re` keeps their patterns compiled by their text)."""
+    """The layout cues of these families (`re` keeps their triggers' pattern compiled by its text)."""
     fams = tuple(fams)
     blocks = tuple(
         Block(fam.start, fam.continues, fam.start_anywhere)
         for fam in fams
         if fam.continues is not None and not any(fam.continues.match(line) for line in PLAIN_LINES)
     )
-    return Cues(re.compile("|".join(f"(?:{t})" for fam in fams for t in fam.triggers)), blocks)
+    return Cues(Triggers(_either([t for fam in fams for t in fam.triggers])), blocks)
 
 
 @dataclass
