@@ -120,9 +120,14 @@ class Block(NamedTuple):
     """A family's block as the order of its lines tells it: where it starts, and the lines
     that continue it, in words of its own (no plain indented line continues it)."""
 
-    start: re.Pattern[str] | Start
+    family: Family
     continues: re.Pattern[str]
     anywhere: Regex | re.Pattern[bytes]  # the start over many lines' bytes: the core's DFA where its syntax allows
+
+    @property
+    def start(self) -> re.Pattern[str] | Start:
+        """Compiled where `anywhere` first finds a line it may begin (few heads hold one)."""
+        return self.family.start
 
 
 class Triggers:
@@ -156,7 +161,7 @@ def cues(fams: Iterable[Family]) -> Cues:
     """The layout cues of these families (`re` keeps their triggers' pattern compiled by its text)."""
     fams = tuple(fams)
     blocks = tuple(
-        Block(fam.start, fam.continues, fam.start_anywhere)
+        Block(fam, fam.continues, fam.start_anywhere)
         for fam in fams
         if fam.continues is not None and not any(fam.continues.match(line) for line in PLAIN_LINES)
     )
@@ -243,7 +248,7 @@ class Family:
     def start_anywhere(self) -> Regex | re.Pattern[bytes]:
         """Where the family's blocks may start, over the bytes of many lines: the core's DFA
         (a look-around is no syntax of it: then `re`, line by line with MULTILINE)."""
-        pattern = getattr(self.start, "core", self.start).pattern
+        pattern = _either(self.written["start"] or self.triggers)  # the pattern of `start`, which needs no compiling here
         try:
             return Regex(pattern) if pattern.isascii() else re.compile(pattern.encode(), re.M)
         except ValueError:
