@@ -42,6 +42,14 @@ def test_every_sample_directive_is_a_sample_checked_here():
             assert s.text and s.text.split("\n")[0] == lines[s.line].removeprefix("//| "), f"{fam.name}:{s.line}"
 
 
+def test_every_family_reads_whole():
+    """A run compiles a family's patterns (and reads its samples) where it first needs them,
+    not when the family loads: a pattern of a shipped grammar written wrong fails here, not
+    in the middle of someone's run."""
+    for fam in families():
+        fam.check()
+
+
 @pytest.mark.parametrize("family,sample", SAMPLES, ids=[f"{f}:{s.line}" for f, s in SAMPLES])
 def test_sample_parses(family, sample):
     events = found_in(sample.text)
