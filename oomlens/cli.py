@@ -119,9 +119,9 @@ def _diagnose(
     A cluster that cannot be read at all ends the command: exit 2 without Ray (a usage
     error: what was asked cannot be done here), 1 when it cannot be reached (nothing read).
 
-    The library is imported here, not with the command line: `--help` needs only click."""
+    The library is imported here, not with the command line: `--help` needs only click;
+    the cluster's module where an error may be its own (no run without --cluster reads it)."""
     from . import analyze
-    from .cluster import ClusterError, NoRay
     from .outputs.terminal import escape as one_line
 
     if not paths and cluster is None:
@@ -131,7 +131,11 @@ def _diagnose(
     except KeyboardInterrupt:
         click.echo("oomlens: interrupted", err=True)
         raise SystemExit(130) from None
-    except ClusterError as err:
+    except Exception as err:
+        from .cluster import ClusterError, NoRay
+
+        if not isinstance(err, ClusterError):
+            raise
         click.echo(f"oomlens: {one_line(str(err))}", err=True)
         raise SystemExit(2 if isinstance(err, NoRay) else 1) from None
     for problem in diagnosis.problems:  # one line each, whatever a file name or error holds

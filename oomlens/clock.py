@@ -22,7 +22,6 @@ both ends move with its clock. Corrected events keep the time as printed.
 from __future__ import annotations
 
 import os
-import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -241,6 +240,8 @@ def _deskew(
     events: list[Event], anchors: dict[str, list[tuple[str, datetime]]], clock_of: dict[int, tuple[str, str]], reference: str | None
 ) -> list[ClockNote]:
     """Clocks that run ahead or behind the reference, by their anchors; their events moved."""
+    import statistics  # here: few runs have two clocks to compare, and it imports fractions and decimal
+
     # pairwise differences: (a, b) -> [time on b - time on a] over the occurrences both saw
     diffs: dict[tuple[str, str], list[float]] = defaultdict(list)
     what: dict[tuple[str, str], str] = {}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 from collections import Counter
@@ -139,6 +138,8 @@ def _short(text: str) -> str:
 
 def fingerprint(incident: Incident, framework: str | None) -> str:
     """Stable across runs and across pids, IPs and times: what failed, where, in what."""
+    import hashlib  # here: a run with no incident needs none (OpenSSL's module loads slowly)
+
     word = re.match(r"[\w.]*", incident.phase or "")
     assert word is not None  # the pattern matches any text, if only its empty start
     phase = word.group(0).rsplit(".", 1)[-1]

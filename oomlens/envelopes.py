@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from .times import TIME_BY_NAME, Stamp, stamp_of_groups, with_times
 
@@ -58,6 +58,42 @@ class Envelope:
     samples: tuple[dict, ...]
     writer: str | None = None  # the program whose logger this is, when nothing outer names one
     added: bool = False  # put before every line by a person, viewer or collector, not the program
+
+
+class _Uncompiled:
+    """An envelope's pattern until its first use, which compiles it into the envelope's
+    place: every later use is the compiled pattern's own, with nothing in between (a line
+    tries several envelopes, and lines come by the million). A run tries the few envelopes
+    its lines' first characters call for, and compiling the whole table cost every process
+    more than reading most files."""
+
+    __slots__ = ("envelope", "written")
+
+    def __init__(self, written: str) -> None:
+        self.written = written
+        self.envelope: Envelope | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        compiled = re.compile(self.written)
+        object.__setattr__(self.envelope, "pattern", compiled)  # frozen: set once, as a __post_init__ would
+        return getattr(compiled, name)
+
+
+def _envelope(entry: dict[str, Any]) -> Envelope:
+    """An envelope of the table, its pattern compiled where it is first used (_Uncompiled)."""
+    pattern = _Uncompiled(with_times(entry["pattern"]))
+    envelope = Envelope(
+        entry["name"],
+        entry["first"],
+        cast("re.Pattern[str]", pattern),
+        entry.get("stream", False),
+        entry.get("record", True),
+        tuple(entry.get("sample", ())),
+        entry.get("writer"),
+        entry.get("added", False),
+    )
+    pattern.envelope = envelope
+    return envelope
 
 
 def _take_stamp(line: Line, stamp: Stamp) -> None:
@@ -126,20 +162,7 @@ def _load_envelopes() -> tuple[re.Pattern[str], int | None, tuple[Envelope, ...]
     debris = re.compile("|".join(d["pattern"] for d in table["debris"]))
     leads = [_lead(d["pattern"]) for d in table["debris"]]
     lead = None if None in leads else max(n for n in leads if n is not None)
-    envelopes = tuple(
-        Envelope(
-            e["name"],
-            e["first"],
-            re.compile(with_times(e["pattern"])),
-            e.get("stream", False),
-            e.get("record", True),
-            tuple(e.get("sample", ())),
-            e.get("writer"),
-            e.get("added", False),
-        )
-        for e in table["envelope"]
-    )
-    return debris, lead, envelopes
+    return debris, lead, tuple(_envelope(e) for e in table["envelope"])
 
 
 # Each alternative of the debris begins with its own literal, so `re` skips every other

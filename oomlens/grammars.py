@@ -50,13 +50,13 @@ import shlex
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
-
-from lark import Lark, Token, Transformer, Tree, v_args
-from lark.exceptions import LarkError, UnexpectedInput
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .prefilter import Regex
 from .shapes import MAX_SHAPE_LINE, MAX_SHAPES, NUMBER_RUN, numbers_and_shape
+
+if TYPE_CHECKING:  # lark itself is imported with the first parser a run needs: a run with no hit parses nothing
+    from lark import Lark, Token, Transformer, Tree
 
 
 class Start:
@@ -120,16 +120,37 @@ class Block(NamedTuple):
     """A family's block as the order of its lines tells it: where it starts, and the lines
     that continue it, in words of its own (no plain indented line continues it)."""
 
-    start: re.Pattern[str] | Start
+    family: Family
     continues: re.Pattern[str]
     anywhere: Regex | re.Pattern[bytes]  # the start over many lines' bytes: the core's DFA where its syntax allows
+
+    @property
+    def start(self) -> re.Pattern[str] | Start:
+        """Compiled where `anywhere` first finds a line it may begin (few heads hold one)."""
+        return self.family.start
+
+
+class Triggers:
+    """Every family's triggers as one pattern over text, compiled where first searched: only
+    a head with a line a wrap may have cut asks it (layout.py), and it costs more to compile
+    than most files' whole layout. Its searches are `re`'s."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+
+    @functools.cached_property
+    def compiled(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
+    def search(self, text: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
+        return self.compiled.search(text, pos, len(text) if endpos is None else endpos)
 
 
 class Cues(NamedTuple):
     """What the families' grammars tell of a paste's layout (layout.py): every trigger over
     text (a wrap that cut one in two) and the blocks whose lines tell their order."""
 
-    triggers: re.Pattern[str]
+    triggers: Triggers
     blocks: tuple[Block, ...]
 
 
@@ -137,33 +158,31 @@ PLAIN_LINES = ("    result = compute(batch, step)", "  and then some words", "\t
 
 
 def cues(fams: Iterable[Family]) -> Cues:
-    """The layout cues of these families (`re` keeps their patterns compiled by their text)."""
+    """The layout cues of these families (`re` keeps their triggers' pattern compiled by its text)."""
     fams = tuple(fams)
     blocks = tuple(
-        Block(fam.start, fam.continues, fam.start_anywhere)
+        Block(fam, fam.continues, fam.start_anywhere)
         for fam in fams
         if fam.continues is not None and not any(fam.continues.match(line) for line in PLAIN_LINES)
     )
-    return Cues(re.compile("|".join(f"(?:{t})" for fam in fams for t in fam.triggers)), blocks)
+    return Cues(Triggers(_either([t for fam in fams for t in fam.triggers])), blocks)
 
 
 @dataclass
 class Family:
-    """One format family: its grammar, its transformer, and how to find its blocks."""
+    """One format family: its grammar, its transformer, and how to find its blocks.
+
+    Its directives' patterns are kept as written and each compiled where first used (the
+    properties of their names): a run reads the blocks of few families, and every process
+    compiled them all."""
 
     name: str
     path: Path
     triggers: list[str]
-    start: re.Pattern[str] | Start  # a Start where a lead may stand before it, else the pattern alone
-    continues: re.Pattern[str] | None
     max_lines: int
-    samples: list[Sample] = field(default_factory=list)
-    ends: re.Pattern[str] | None = None
-    back: re.Pattern[str] | None = None
-    after: re.Pattern[str] | None = None  # a line after one this matches continues the block, whatever it holds
+    written: dict[str, list[str]]  # the patterns of each directive (start, lead, continue, end, back, after, reduce, keep) as written
+    written_samples: list[tuple[int, str, str]] = field(default_factory=list)  # each sample's line, its directive's `kind key=value ...`, its text
     shapes: dict[str, tuple[Any, bool]] | None = None  # the shape cache, for families that opt in
-    reduce: re.Pattern[str] | None = None  # a line's start that makes it read as its kept parts
-    keep: re.Pattern[str] | None = None
     transformer_class: type[Transformer] | None = None  # given with the grammar; else oomlens.families.<name>
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
@@ -172,15 +191,64 @@ class Family:
         return (family, (self.path, self.transformer_class))
 
     @functools.cached_property
+    def samples(self) -> list[Sample]:
+        """The messages the family must parse and the values they must yield (the suite
+        reads them): their directives are split where asked for, not by every run."""
+        made = []
+        for line, directive, text in self.written_samples:
+            kind, *pairs = shlex.split(directive)
+            made.append(Sample(kind, dict(pair.split("=", 1) for pair in pairs), text, line))
+        return made
+
+    def check(self) -> None:
+        """Read now what a run reads only where it needs it: a mistake in it raises here."""
+        for name in ("start", "continues", "ends", "back", "after", "reduce", "keep", "samples"):
+            getattr(self, name)
+
+    @functools.cached_property
+    def start(self) -> re.Pattern[str] | Start:
+        """Where a block begins in its peeled trigger line: a Start where a lead may stand
+        before it, else the pattern alone (the triggers where it writes no start)."""
+        core = re.compile(_either(self.written["start"] or self.triggers))
+        leads = self.written["lead"]
+        return Start(core, re.compile(f"(?:{_either(leads)})\\Z")) if leads else core
+
+    @functools.cached_property
+    def continues(self) -> re.Pattern[str] | None:
+        return _compiled(self.written["continue"])
+
+    @functools.cached_property
+    def ends(self) -> re.Pattern[str] | None:
+        return _compiled(self.written["end"])
+
+    @functools.cached_property
+    def back(self) -> re.Pattern[str] | None:
+        return _compiled(self.written["back"])
+
+    @functools.cached_property
+    def after(self) -> re.Pattern[str] | None:
+        """A line after one this matches continues the block, whatever it holds."""
+        return _compiled(self.written["after"])
+
+    @functools.cached_property
+    def reduce(self) -> re.Pattern[str] | None:
+        """A line's start that makes it read as its kept parts (only where `keep` is written)."""
+        return re.compile(self.written["reduce"][-1]) if self.written["reduce"] and self.written["keep"] else None
+
+    @functools.cached_property
+    def keep(self) -> re.Pattern[str] | None:
+        return re.compile(self.written["keep"][-1]) if self.written["keep"] else None
+
+    @functools.cached_property
     def trigger_text(self) -> re.Pattern[str]:
         """The family's triggers, over peeled text."""
-        return re.compile("|".join(f"(?:{t})" for t in self.triggers))
+        return re.compile(_either(self.triggers))
 
     @functools.cached_property
     def start_anywhere(self) -> Regex | re.Pattern[bytes]:
         """Where the family's blocks may start, over the bytes of many lines: the core's DFA
         (a look-around is no syntax of it: then `re`, line by line with MULTILINE)."""
-        pattern = getattr(self.start, "core", self.start).pattern
+        pattern = _either(self.written["start"] or self.triggers)  # the pattern of `start`, which needs no compiling here
         try:
             return Regex(pattern) if pattern.isascii() else re.compile(pattern.encode(), re.M)
         except ValueError:
@@ -188,6 +256,8 @@ class Family:
 
     @functools.cached_property
     def parser(self) -> Lark:
+        from lark import Lark
+
         return Lark.open(str(self.path), parser="lalr", lexer="contextual", cache=_cache_file(self.path))
 
     @functools.cached_property
@@ -252,6 +322,8 @@ class Family:
         number no conversion reads), the block keeps what the rest of it says: that rule is
         read as None, its parents as far as they can, and each draft lists in
         `fields["unread"]` the parts it lost (the scanner tells them as a problem)."""
+        from lark.exceptions import LarkError
+
         if tree is None:
             return []
         try:
@@ -275,6 +347,9 @@ class Family:
         arguments, as lark calls it; one that wants the tree or its meta has no plan. Nothing of the line goes into the code:
         kept tokens and methods are passed by name. A tree too deep to write out has no
         plan; its lines parse one by one."""
+        from lark import Token, Tree
+
+        inline = _inline()
         names: dict[str, Any] = {"Tree": Tree, "read": _Refilled.read, "fill": _Refilled.fill}
         places = [m.span() for m in NUMBER_RUN.finditer(shape)]  # where each number stands in the shape
         starts = [a for a, _ in places]
@@ -304,12 +379,12 @@ class Family:
             children = ", ".join(expression(child) for child in node.children)
             method = getattr(self.transformer, node.data, None)
             wrapper = getattr(method, "visit_wrapper", None)  # lark's v_args: how lark calls the method
-            if wrapper is not None and wrapper is not INLINE:
+            if wrapper is not None and wrapper is not inline:
                 raise SyntaxError("a method lark calls with more than its children (v_args meta or tree)")
             names[f"m{len(names)}"] = method if method is not None else node.data
             if method is None:
                 return f"Tree(m{len(names) - 1}, [{children}])"
-            return f"m{len(names) - 1}({children})" if wrapper is INLINE else f"m{len(names) - 1}([{children}])"
+            return f"m{len(names) - 1}({children})" if wrapper is inline else f"m{len(names) - 1}([{children}])"
 
         try:
             return eval(f"lambda numbers: {expression(tree)}", names)  # noqa: S307 - code made from the grammar's tree alone
@@ -317,8 +392,12 @@ class Family:
             return None
 
 
-# how lark calls a method of v_args(inline=True): with its children as arguments, which a plan does too
-INLINE = getattr(v_args(inline=True)(lambda *children: children), "visit_wrapper", None)
+@functools.cache
+def _inline() -> Any:
+    """How lark calls a method of v_args(inline=True): with its children as arguments, which a plan does too."""
+    from lark import v_args
+
+    return getattr(v_args(inline=True)(lambda *children: children), "visit_wrapper", None)
 
 
 class _Refilled(str):
@@ -370,6 +449,9 @@ def _cache_file(path: Path) -> str:
 def _tolerant(transformer: Transformer, tree: Tree, unread: list[str]) -> Any:
     """`tree` transformed as lark would, except that a rule whose method raises is None
     (its rule and error noted in `unread`): its parent reads the rest of its children."""
+    from lark import Tree
+    from lark.exceptions import LarkError
+
     from .sources import error_line
 
     children = [_tolerant(transformer, c, unread) if isinstance(c, Tree) else c for c in tree.children]
@@ -399,6 +481,8 @@ def parse_prefix(parser: Lark, text: str) -> tuple[Any, bool]:
     The tokens are read once; a prefix is parsed again from them only where it may end,
     the longest first: a copy of the parser at every such token (each as long as the parse
     so far) made a cut 400-frame traceback cost seconds."""
+    from lark.exceptions import LarkError, UnexpectedInput
+
     try:
         return parser.parse(text), True
     except UnexpectedInput:
@@ -441,52 +525,51 @@ def grammar_dir() -> Path:
     raise FileNotFoundError("oomlens grammars not found (neither in the package nor beside it)")
 
 
+def _either(patterns: list[str]) -> str:
+    """One pattern that matches where any of `patterns` does, the first that matches first."""
+    return "|".join(f"(?:{p})" for p in patterns)
+
+
+def _compiled(patterns: list[str]) -> re.Pattern[str] | None:
+    return re.compile(_either(patterns)) if patterns else None
+
+
 def read_family(path: Path, transformer: type[Transformer] | None = None) -> Family:
     """Read a family's directives and samples from its grammar file; its Transformer is
     `transformer`, or else `oomlens.families.<name of the file>.Transformer`."""
     triggers: list[str] = []
-    starts: list[str] = []
-    leads: list[str] = []
-    continues: list[str] = []
-    ends: list[str] = []
-    afters: list[str] = []
-    backs: list[str] = []
-    # the directives that may stand several times, each a pattern more
-    repeatable = {"trigger": triggers, "start": starts, "lead": leads, "continue": continues, "end": ends, "back": backs, "after": afters}
+    # the other pattern directives, each a pattern more where it stands again (of reduce and keep, the last counts)
+    written: dict[str, list[str]] = {key: [] for key in ("start", "lead", "continue", "end", "back", "after", "reduce", "keep")}
     max_lines = 1
     shapes = False
-    reduce = keep = None
-    samples: list[Sample] = []
-    current: Sample | None = None
+    samples: list[tuple[int, str, str]] = []  # as Family.written_samples
+    current: int | None = None  # the sample whose text the `//|` lines write
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if raw.startswith("//|"):
             if current is None:
                 raise ValueError(f"{path.name}:{number}: sample text before a sample directive")
             body = raw[4:] if raw.startswith("//| ") else raw[3:]
-            current.text = f"{current.text}\n{body}" if current.text else body
+            line, directive, text = samples[current]
+            samples[current] = (line, directive, f"{text}\n{body}" if text else body)
             continue
         current = None
         m = DIRECTIVE.match(raw)
         if not m:
             continue
         key, value = m.group(1), m.group(2).rstrip()
-        if key in repeatable:
-            repeatable[key].append(value)
+        if key == "trigger":
+            triggers.append(value)
+        elif key in written:
+            written[key].append(value)
         elif key == "max_lines":
             max_lines = int(value)
         elif key == "cache":
             if value != "shapes":
                 raise ValueError(f"{path.name}:{number}: cache takes 'shapes'")
             shapes = True
-        elif key == "reduce":
-            reduce = re.compile(value)
-        elif key == "keep":
-            keep = re.compile(value)
         elif key == "sample":
-            kind, *pairs = shlex.split(value)
-            expect = dict(pair.split("=", 1) for pair in pairs)
-            current = Sample(kind, expect, "", number)
-            samples.append(current)
+            current = len(samples)
+            samples.append((number, value, ""))
         else:
             raise ValueError(f"{path.name}:{number}: unknown directive {key!r}")
     if not triggers:
@@ -496,29 +579,26 @@ def read_family(path: Path, transformer: type[Transformer] | None = None) -> Fam
             raise ValueError(
                 f"{path.name}: trigger {trigger!r}: ^ and $ are the ends of the buffer the core searches, not of a line (write (?:\\s|$) for a word's end)"
             )
-    core = re.compile("|".join(f"(?:{s})" for s in (starts or triggers)))
     return Family(
         name=path.stem,
         path=path,
         triggers=triggers,
-        start=Start(core, re.compile("(?:" + "|".join(f"(?:{s})" for s in leads) + r")\Z")) if leads else core,
-        continues=re.compile("|".join(f"(?:{c})" for c in continues)) if continues else None,
         max_lines=max_lines,
-        samples=samples,
-        ends=re.compile("|".join(f"(?:{e})" for e in ends)) if ends else None,
-        back=re.compile("|".join(f"(?:{b})" for b in backs)) if backs else None,
-        after=re.compile("|".join(f"(?:{a})" for a in afters)) if afters else None,
+        written=written,
+        written_samples=samples,
         shapes={} if shapes else None,
-        reduce=reduce if keep is not None else None,
-        keep=keep,
         transformer_class=transformer,
     )
 
 
 @functools.cache
 def family(path: Path, transformer: type[Transformer] | None = None) -> Family:
-    """A family added beside the shipped ones (oomlens.registry), read once per process."""
-    return read_family(path, transformer)
+    """A family added beside the shipped ones (oomlens.registry), read once per process and
+    checked whole: what its file writes wrong fails where it is added, not later in a run
+    (the suite checks the shipped ones)."""
+    added = read_family(path, transformer)
+    added.check()
+    return added
 
 
 @functools.cache

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
-    from .grammars import Block, Cues
+    from .grammars import Block, Cues, Triggers
 
 from .envelopes import BY_NAME, Envelope, envelope_at, first_envelope, peel, starts_record, without, without_debris
 from .shapes import TEXT_TO_ZERO, TO_ZERO
@@ -46,13 +46,13 @@ def _head_lines(head: bytes) -> list[str]:
     return [line.rstrip("\r") for line in head[:cut].decode("utf-8", "replace").split("\n")]
 
 
-def wrap_width(head: bytes, varied: bool = False, triggers: re.Pattern[str] | None = None) -> int | None:
+def wrap_width(head: bytes, varied: bool = False, triggers: Triggers | None = None) -> int | None:
     """The width a terminal or viewer hard-wrapped these lines at, if it did (wrap_measure)."""
     wrap = wrap_measure(head, varied, triggers)
     return None if wrap is None else wrap[0]
 
 
-def wrap_measure(head: bytes, varied: bool = False, triggers: re.Pattern[str] | None = None) -> tuple[int, int] | None:
+def wrap_measure(head: bytes, varied: bool = False, triggers: Triggers | None = None) -> tuple[int, int] | None:
     """(width, measure) of a hard wrap of these lines, if there is one: how its width was
     measured (columns, MEASURES). A viewer may wrap at characters; a terminal wraps at the
     columns it shows, a tab to its stop; a colour code written as text before the wrap
@@ -95,7 +95,7 @@ def wrap_measure(head: bytes, varied: bool = False, triggers: re.Pattern[str] | 
 TRIGGER_REACH = 512  # characters on either side of a cut a trigger may span
 
 
-def _cut_trigger(texts: list[str], triggers: re.Pattern[str], measured: dict[int, list[int]]) -> tuple[int, int] | None:
+def _cut_trigger(texts: list[str], triggers: Triggers, measured: dict[int, list[int]]) -> tuple[int, int] | None:
     """(width, measure) of a wrap told by one cut line: the widest line (under a measure), at
     least WRAP_MIN wide, continued by the segments after it, where a trigger runs across a
     cut with a letter or digit of it on each side ('the n' / 'ode running low on memory'),
@@ -139,7 +139,7 @@ def _lost_envelope(heads: list[str | None], i: int, j: int) -> bool:
     return headed >= LOST_MIN and headed >= OUTER_SHARE * len(others)
 
 
-def _across(pieces: list[str], triggers: re.Pattern[str]) -> bool:
+def _across(pieces: list[str], triggers: Triggers) -> bool:
     """Whether a trigger matches across a cut between the pieces of one line."""
     joined, cuts = "".join(pieces), list(itertools.accumulate(len(piece) for piece in pieces[:-1]))
     for cut in cuts:
@@ -186,7 +186,7 @@ def outer_envelopes(head: bytes) -> tuple[Envelope, ...]:
     return tuple(found)
 
 
-def wrap_layout(head: bytes, again: bool = False, triggers: re.Pattern[str] | None = None) -> tuple[int, tuple[Envelope, ...], int] | None:
+def wrap_layout(head: bytes, again: bool = False, triggers: Triggers | None = None) -> tuple[int, tuple[Envelope, ...], int] | None:
     """(width, envelopes, measure) of a hard wrap: the text as it is, or beneath envelopes
     added to every line after the wrap (a quote of a terminal copy, `cat -n` of it), and
     how its width was measured (wrap_measure). `again`: the text was unwrapped once
@@ -202,7 +202,7 @@ def wrap_layout(head: bytes, again: bool = False, triggers: re.Pattern[str] | No
     return (wrap[0], outer, wrap[1]) if wrap is not None else None
 
 
-def _wrap_evidence(raw: list[bytes], texts: list[str], widths: list[int], measure: int, triggers: re.Pattern[str] | None = None) -> tuple[int, set[bytes], int]:
+def _wrap_evidence(raw: list[bytes], texts: list[str], widths: list[int], measure: int, triggers: Triggers | None = None) -> tuple[int, set[bytes], int]:
     """(the likeliest wrap width, the different lines cut there and continued (told apart by
     their continuation too), the lines) of the head's non-blank lines, as written and decoded.
 
@@ -233,7 +233,7 @@ def _wrap_evidence(raw: list[bytes], texts: list[str], widths: list[int], measur
     return best
 
 
-def continues(line: str, following: str, width: int, measure: int = AS_WRITTEN, triggers: re.Pattern[str] | None = None) -> bool:
+def continues(line: str, following: str, width: int, measure: int = AS_WRITTEN, triggers: Triggers | None = None) -> bool:
     """Whether `following` is the rest of `line` that a wrap at `width` cut off: not after a
     line padded to the width or cut short on purpose (`...`, as Ray's Top-10 commands),
     not a line that starts a record, nor one that begins as `line` does (its first
@@ -442,9 +442,7 @@ class Unwrapped(Layout):
 
     inner: BinaryIO
 
-    def __init__(
-        self, inner: BinaryIO, width: int, outer: tuple[Envelope, ...] = (), measure: int = AS_WRITTEN, triggers: re.Pattern[str] | None = None
-    ) -> None:
+    def __init__(self, inner: BinaryIO, width: int, outer: tuple[Envelope, ...] = (), measure: int = AS_WRITTEN, triggers: Triggers | None = None) -> None:
         self.inner, self.width, self.outer, self.measure, self.triggers = inner, width, outer, measure, triggers
         self.pending: bytes | None = b""  # read, not decided: the last whole line and what follows it (None: all out)
         self.ready = bytearray()

@@ -11,11 +11,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-
-from lark import Transformer
+from typing import TYPE_CHECKING
 
 from .grammars import Family, families, family
 from .kinds import Kinds, read_kinds, shipped
+
+if TYPE_CHECKING:
+    from lark import Transformer
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -102,6 +103,26 @@ def test_an_event_of_a_kind_without_an_entry_is_refused(tmp_path):
     without = Registry.shipped().add(grammar, SGLangTransformer)
     with pytest.raises(ValueError, match="sglang_memory_error have no entry in the kinds table"):
         oomlens.analyze(str(log), jobs=1, registry=without)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "error"),
+    [
+        ("//! sample: sglang_memory_error setting", "dictionary update sequence"),  # a value without its key=
+        ('//! sample: sglang_memory_error setting="--mem', "No closing quotation"),
+        ("//! continue: Traceback (most", "missing \\), unterminated subpattern"),
+        ("//! lead: x{2,1}", "min repeat greater than max repeat"),
+    ],
+)
+def test_a_family_added_with_a_directive_written_wrong_is_refused_where_it_is_added(tmp_path, wrong, error):
+    """A run compiles a family's patterns and reads its samples only where it needs them:
+    one added from outside is still read whole when added, and refused there, not in the
+    middle of a run."""
+    grammar = tmp_path / "sglang_memory.lark"
+    written = GRAMMAR.replace("//! sample: sglang_memory_error setting=--mem-fraction-static", wrong) if "sample" in wrong else f"{wrong}\n{GRAMMAR}"
+    grammar.write_text(written, encoding="utf-8")
+    with pytest.raises((ValueError, re.error), match=error):
+        Registry.shipped().add(grammar, SGLangTransformer, KINDS)
 
 
 @pytest.mark.parametrize(

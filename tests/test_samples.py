@@ -30,6 +30,26 @@ def test_every_family_has_samples():
         assert len(fam.samples) >= 2, f"{fam.name}.lark carries fewer than two samples"
 
 
+def test_every_sample_directive_is_a_sample_checked_here():
+    """A family's samples are read from its file when asked for, not when it loads: every
+    `//! sample:` line of every grammar is still one sample, its kind the directive's first
+    word and its text begun by the `//|` line under it."""
+    for fam in families():
+        lines = fam.path.read_text(encoding="utf-8").splitlines()
+        declared = [(n, raw.split(":", 1)[1].split()[0]) for n, raw in enumerate(lines, 1) if raw.startswith("//! sample:")]
+        assert [(s.line, s.kind) for s in fam.samples] == declared, fam.name
+        for s in fam.samples:
+            assert s.text and s.text.split("\n")[0] == lines[s.line].removeprefix("//| "), f"{fam.name}:{s.line}"
+
+
+def test_every_family_reads_whole():
+    """A run compiles a family's patterns (and reads its samples) where it first needs them,
+    not when the family loads: a pattern of a shipped grammar written wrong fails here, not
+    in the middle of someone's run."""
+    for fam in families():
+        fam.check()
+
+
 @pytest.mark.parametrize("family,sample", SAMPLES, ids=[f"{f}:{s.line}" for f, s in SAMPLES])
 def test_sample_parses(family, sample):
     events = found_in(sample.text)
