@@ -424,16 +424,6 @@ mod tests {
         assert_eq!(numbers, vec![(10, 18), (25, 27), (38, 40), (41, 42), (43, 44), (45, 46), (48, 49)]);
     }
 
-    /// Every input a fuzzer once failed on (core/fuzz/regressions/), replayed.
-    #[test]
-    fn fuzz_regressions_pass() {
-        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz").join("regressions");
-        for entry in std::fs::read_dir(&folder).expect("core/fuzz/regressions/ is there") {
-            let path = entry.unwrap().path();
-            fuzz_one(&std::fs::read(&path).unwrap());
-        }
-    }
-
     #[test]
     fn counts_every_line_break() {
         assert_eq!(count_byte(b"a\nb\n\n", b'\n'), 3);

@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 pub mod engine;
+pub mod fuzz;
 pub mod mask;
 pub mod plans;
 pub mod pool;

@@ -1,6 +1,6 @@
 #![no_main]
-//! The core's matchers over arbitrary bytes (engine::fuzz_one).
+//! Every function of the core that reads raw bytes, over arbitrary bytes (fuzz::fuzz_one).
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| _core::engine::fuzz_one(data));
+fuzz_target!(|data: &[u8]| _core::fuzz::fuzz_one(data));
