@@ -57,6 +57,8 @@ def test_last_stamp_is_the_last_time_re_finds_in_the_window():
     the last match of `re` alone over the window (the layouts that say `anywhere`, one
     alternation, leftmost-first) that is a time a clock shows, read by the first layout
     that reads its whole text."""
+    import random
+
     from oomlens import times
 
     anywhere = [t for t in times.TIMES if t.anywhere]
@@ -73,7 +75,8 @@ def test_last_stamp_is_the_last_time_re_finds_in_the_window():
         return next((s for s in reversed(found) if s is not None), None)
 
     data = _all_fixture_bytes()
-    starts = [i + 1 for i in range(len(data)) if data[i] == 10][::5]
+    starts = [i + 1 for i in range(len(data)) if data[i] == 10]
+    starts = sorted(random.Random(5).sample(starts, min(len(starts), 6000)))  # line ends of every fixture, drawn
     windows = [(max(0, hi - width), hi) for hi in starts for width in (40, 512, 4096)]
     fast = [times.last_stamp(data, lo, hi) for lo, hi in windows]
     assert fast == [slow(data, lo, hi) for lo, hi in windows]
@@ -301,7 +304,7 @@ def test_a_line_that_does_not_parse_costs_one_parse_per_trigger_it_holds(monkeyp
     assert [c.fields["settings"] for c in found if c.kind == "setting"] == [{"max_model_len": 5}]
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(2))
 def test_hits_on_lines_with_bytes_that_are_not_utf8_are_the_same_for_every_engine(seed):
     """A mutated or cut log puts bytes that are not UTF-8 inside trigger lines: the core and
     `re` read bytes alike (the core as Latin-1), so a hit is found whichever looks."""

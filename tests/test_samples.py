@@ -122,7 +122,7 @@ def test_a_plain_line_seen_with_other_numbers_scans_as_a_fresh_one(family, sampl
 def test_whether_a_line_is_plain_does_not_depend_on_its_digits():
     """What makes a raw line plain (no envelope peeled, where its grammar input starts, a
     block of its own, nothing to normalise) must be the same for every line of its shape,
-    as the scanner decides it once per shape: checked over every fixture line."""
+    as the scanner decides it once per shape: checked over every fixture line a trigger hits."""
     from conftest import FIXTURES
     from oomlens.blocks import plain_start
 
@@ -138,6 +138,8 @@ def test_whether_a_line_is_plain_does_not_depend_on_its_digits():
     plain = 0
     for line in sorted(lines):
         for fam in shaped:
+            if not fam.trigger_text.search(line):
+                continue  # the scanner asks about a line its raw bytes hit a trigger on
             at = plain_start(line, fam)
             assert at == plain_start(_other_numbers(line), fam), (fam.name, line)
             plain += at >= 0
