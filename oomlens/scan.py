@@ -494,6 +494,10 @@ class Scanner:
                 skips.append((block.offset, block.stop, self.trigger.members.index(fam)))
             if self.owned is None or self.owned[0] <= self._base + block.offset < self.owned[1]:
                 blocks.append((block, fam, drafts, self._actor, asked))
+        # a block read before the hit that stopped the chunk, but at or after where that hit's
+        # block begins (a one-line family's hit on the line a traceback's header starts), is
+        # read again with the next chunk, which begins there
+        blocks = [b for b in blocks if b[0].offset < carried]
         stamps = [(b.head.stamp, None) if b.head.stamp is not None else self._stamp_before(data, b.offset) for b, _, _, _, _ in blocks]
         if self.pools is not None:
             self.reader.commit(self.pools, carried, skips, self.owned, self._base)

@@ -43,10 +43,42 @@ FIXTURES = sample(fixture_inputs(), ids=[p.name if p.is_file() else p.parent.nam
 
 @pytest.mark.parametrize("path", FIXTURES)
 def test_every_fixture_reads_the_same_with_the_core_reading_lines(path, monkeypatch):
+    """Read with plans learned afresh, and again with the plans the first read taught (as a
+    worker reads its next file: the core then takes the lines from the first)."""
     whole, problems = _analyze([str(path)], "1", monkeypatch)
     assert not [p for p in problems if MISMATCH in p]
+    taught = json.dumps(oomlens.analyze(str(path), jobs=1).to_dict(), sort_keys=True, default=str)
     by_python, _ = _analyze([str(path)], "0", monkeypatch)
     assert whole == by_python
+    assert taught == by_python
+
+
+WORKER_ERROR = (
+    "(VllmWorkerProcess pid=2144909) ERROR 01-12 08:36:38 multiproc_worker_utils.py:233] Exception in worker VllmWorkerProcess while "
+    "processing method initialize_cache: The model's max seq len (131072) is larger than the maximum number of tokens that can be stored "
+    "in KV cache (86432). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine., Traceback "
+    "(most recent call last):\n"
+    '(VllmWorkerProcess pid=2144909) ERROR 01-12 08:36:38 multiproc_worker_utils.py:233]   File "/usr/lib/python3.9/site-packages/vllm/'
+    'executor/multiproc_worker_utils.py", line 226, in _run_worker_process\n'
+    "(VllmWorkerProcess pid=2144909) ERROR 01-12 08:36:38 multiproc_worker_utils.py:233]     output = executor(*args, **kwargs)\n"
+)
+
+
+@pytest.mark.parametrize("native", ["0", "1"])
+@pytest.mark.parametrize("before", [0, 1, 3])
+def test_a_one_line_hit_where_a_traceback_begins_is_read_once(native, before, tmp_path, monkeypatch):
+    """vLLM's worker error is one line of its family and the first of a traceback's block:
+    the chunk stops at the longer block and the next begins at its line, so what was read of
+    that line before is read with the next chunk, once (real excerpt 241). Whatever lines come
+    before: none, plain ones, or memory lines the core may take whole."""
+    memory = "(VllmWorkerProcess pid=2144911) INFO 01-12 08:36:24 model_runner.py:1025] Loading model weights took 3.7710 GB\n"
+    log = tmp_path / "vllm.log"
+    log.write_text(("INFO 01-12 08:36:20 llm_engine.py:1] starting\n" + memory) * before + WORKER_ERROR)
+    monkeypatch.setattr(scan, "NATIVE", native)
+    for _ in range(2):  # the second read with the plans the first taught
+        diagnosis = oomlens.analyze(str(log), jobs=1)
+        [item] = diagnosis.inputs
+        assert item.failures == 2, item.failures  # the KV-cache error and the worker's process error, each read once
 
 
 @pytest.fixture(scope="module")
