@@ -38,7 +38,7 @@ from .events import Clue, Event, from_rows, to_rows
 from .grammars import Family, families, grammar_dir
 from .kinds import shipped
 from .pipeline import Read, read_all
-from .reduce import BUCKETS, NOTHING
+from .reduce import BUCKETS, NOTHING, with_held
 from .registry import Registry
 from .sources import Input, error_line
 
@@ -183,13 +183,13 @@ class Cluster:
                 continue
             if folder is not None and folder in read_at:
                 shared = f"its logs folder is that of node {read_at[folder]} on the same host (raylets of one session): read once, as that node's"
-                yield NodeInput(ip, ray_node=named, problems=[shared]), [], NOTHING
+                yield NodeInput(ip, ray_node=named, problems=[shared]), [], NOTHING, []
                 continue
             read_at.setdefault(folder, f"{ip} ({node['NodeID'][:8]})")
-            for item, found, reduced in _arrived(rows, ip, named):
+            for item, found, reduced, held in _arrived(rows, ip, named):
                 if progress:
                     progress(item)
-                yield item, found, reduced
+                yield item, found, reduced, held
 
     def spread(
         self,
@@ -230,18 +230,18 @@ class Cluster:
             load[node] += size
         arrived: dict[str, list[Read]] = {}  # object -> its inputs (an archive's members, or the object)
         pending = {node: collections.deque(paths) for node, paths in share.items()}
-        for item, found, reduced in self.read(jobs, progress, budget, registry, name, timeout, {k: v for k, v in share.items() if v}):
+        for item, found, reduced, held in self.read(jobs, progress, budget, registry, name, timeout, {k: v for k, v in share.items() if v}):
             node = item.ray_node if isinstance(item, NodeInput) else None
             if node is None or node["state"] != "read":
-                yield item, found, reduced  # a node not read: its objects are read here, below
+                yield item, found, reduced, held  # a node not read: its objects are read here, below
                 continue
             queue = pending[node["id"]]  # a node's inputs come in the order of its objects
             while len(queue) > 1 and not (item.path == queue[0] or item.path.startswith(queue[0] + ":")):
                 queue.popleft()
-            arrived.setdefault(queue[0], []).append((item, found, reduced))
+            arrived.setdefault(queue[0], []).append((item, found, reduced, held))
         for each in walk:
             if isinstance(each, Input):  # what the walk tells instead of reading
-                yield each, [], NOTHING
+                yield each, [], NOTHING, []
             elif each[0] in arrived:
                 yield from arrived.pop(each[0])
             else:
@@ -305,9 +305,9 @@ def scan_node(paths: list[str] | None, session: str | None, jobs: int, budget: i
     reading = [here] if here is not None else paths or []
     out = []
     with contextlib.closing(read_all(reading, jobs, None, budget, registry, session)) as found:
-        for item, events, reduced in found:
+        for item, events, reduced, held in found:
             facts = (item.path, item.role, item.pid, item.node, item.bytes, item.lines, item.problems, item.session, item.opener is not None)
-            out.append((facts, to_rows(events), reduced))
+            out.append((facts, to_rows(with_held(events, held)), reduced))  # its paths are named as the node's below: rows of every event
     return (None if here is None else folder_of(here)), out
 
 
@@ -352,7 +352,7 @@ def _arrived(rows: list[tuple], ip: str, named: dict[str, str]) -> Iterator[Read
         found = from_rows(found_rows)
         if not shared:
             _rename(found, f"{ip}:")
-        yield item, found, reduced
+        yield item, found, reduced, []
 
 
 def _rename(found: list[Event | Clue], prefix: str) -> None:
@@ -378,7 +378,7 @@ def _read_on(ip: str) -> Callable[[], BinaryIO]:
 
 
 def _unread(ip: str, named: dict[str, str], state: str, problem: str) -> Read:
-    return NodeInput(ip, problems=[problem], ray_node={**named, "state": state}), [], NOTHING
+    return NodeInput(ip, problems=[problem], ray_node={**named, "state": state}), [], NOTHING, []
 
 
 class Rounds:

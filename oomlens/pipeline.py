@@ -18,7 +18,7 @@ from .events import Clue, Event, fold, from_rows, name_workers, number, to_rows
 from .grammars import Family, cues, families
 from .layout import LAYOUT_HEAD, blanks_added, laid_out, newest_first, stamped_later, wrap_layout
 from .progress import Tick, counted
-from .reduce import BUCKETS, NOTHING, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
+from .reduce import BUCKETS, NOTHING, Held, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, set_latest
 from .sources import BOM, ENCODED, Input, Text, compressed, discover, error_line, marks_in, records_of, reopen, session_start
@@ -37,12 +37,26 @@ def read_input(item: Input, reduction: Reduction | None = None, fams: tuple[Fami
     `tick` is told the bytes of each read (progress.py).
 
     Even an error of oomlens itself costs only the rest of this input, never the others."""
+    return restored(_scanned(item, reduction, fams, tick), reduction)
+
+
+def _scanned(item: Input, reduction: Reduction | None, fams: tuple[Family, ...] | None, tick: Tick | None = None) -> list[Event | Clue | None]:
+    """read_input's events, a gap (None) where one was handed to `reduction`."""
     events: list[Event | Clue | None] = []
     try:
         _read(item, events, reduction, fams, tick)
     except Exception as err:  # noqa: BLE001 - reported as a problem, the other inputs still read
         item.problems.append(f"oomlens failed on this input, rest not read (please report): {error_line(err)}")
-    return restored(events, reduction)
+    return events
+
+
+def read_held(
+    item: Input, reduction: Reduction | None, fams: tuple[Family, ...] | None = None, tick: Tick | None = None
+) -> tuple[list[Event | Clue], Tally, Held]:
+    """An input's events as the process that concludes takes them: the readings the core
+    read whole that `reduction` keeps stay bytes (Reduction.held), the others are events."""
+    found = restored(_scanned(item, reduction, fams, tick), reduction, rows=False)
+    return (found, reduction.tally(), [(reduction.held(), None)]) if reduction is not None else (found, tally_of(found), [])
 
 
 def _read(item: Input, events: list, reduction: Reduction | None = None, fams: tuple[Family, ...] | None = None, tick: Tick | None = None) -> None:
@@ -121,7 +135,7 @@ def _inputs(
     yield from read_all(paths, jobs, progress, budget, registry, session)
 
 
-Read = tuple[Input, list[Event | Clue], Tally]  # one input, what was found in it, and its events' reduction
+Read = tuple[Input, list[Event | Clue], Tally, Held]  # one input, what was found in it, its events' reduction, and the readings it holds as bytes
 
 
 def read_all(paths: list[str], jobs: int | None, progress: Tick | None, budget: int | None, registry: Registry, session: str | None) -> Generator[Read]:
@@ -143,8 +157,7 @@ def read_all(paths: list[str], jobs: int | None, progress: Tick | None, budget: 
                 continue
             if pool is not None:  # keep the pool busy while this process reads a stream
                 _hand_out(pool, read, waiting, progress, jobs, budget, added)
-            reduction = _reduction(budget)
-            read.append((item, _reduced(read_input(item, reduction, fams, progress), reduction)))
+            read.append((item, read_held(item, _reduction(budget), fams, progress)))
             if progress:
                 progress(item)
         if pool is not None:
@@ -164,10 +177,11 @@ def conclude(read: Iterable[Read], budget: int | None, registry: Registry) -> Di
     diagnosed."""
     kept = _reduction(budget)
     results = []
-    for index, (item, found, tally) in enumerate(read):
+    for index, (item, found, tally, held) in enumerate(read):
         item.readings, item.failures = counts(tally)
         if kept is not None:
             kept.coarsen(tally)
+            kept.hold(held, index)  # first: the tracebacks held are looked over (Reduction.prune) with every kept reading of their input
             reduce_found(found, index, kept)
         results.append((item, found))
     if kept is not None:
@@ -352,9 +366,10 @@ def _read_range(
             found.append(x if reduction is None else reduction.take(x, (0, len(found))))
         if part.left:  # the file ended before the range: truncated since it was measured
             scanner.problems.append(f"shrank while read (truncated, as logrotate's copytruncate does): bytes {hi - part.left}-{hi} were gone")
-    kept = restored(found, reduction)
+    kept = restored(found, reduction, rows=False)
     opened = [i for i, x in enumerate(kept) if isinstance(x, Event) and is_open(x)]
-    return to_rows(kept), own, (scanner.problems, scanner.counts()), (first, first_node), opened, ctx.year, _reduced(kept, reduction)[1]
+    held = reduction.held() if reduction is not None else {}
+    return to_rows(kept), own, (scanner.problems, scanner.counts()), (first, first_node), opened, ctx.year, held, _reduced(kept, reduction)[1]
 
 
 READ_STEP = 4 << 20  # bytes read at a time where a range's lines are counted or its first time looked for
@@ -417,9 +432,8 @@ def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None, bud
     """In a worker process: scan one file, return what the parent needs of its Input (the
     events as rows of plain values, events.to_rows) and of its events' reduction."""
     item = reopen(Input(file, role, pid, node, file=file))
-    reduction = _reduction(budget)
-    found, reduced = _reduced(read_input(item, reduction, (*families(), *added) if added else None), reduction)
-    return to_rows(found), item.bytes, item.lines, item.problems, reduced
+    found, reduced, held = read_held(item, _reduction(budget), (*families(), *added) if added else None)
+    return to_rows(found), item.bytes, item.lines, item.problems, reduced, held
 
 
 def _reduction(budget: int | None) -> Reduction | None:
@@ -430,24 +444,25 @@ def _reduced(found: list[Event | Clue], reduction: Reduction | None) -> tuple[li
     return found, reduction.tally() if reduction is not None else tally_of(found)
 
 
-def _collect(item: Input, found: Any) -> tuple[list[Event | Clue], Tally]:
+def _collect(item: Input, found: Any) -> tuple[list[Event | Clue], Tally, Held]:
     if isinstance(found, list) and found and isinstance(found[0], Future):
         return _collect_ranges(item, found)
     if not isinstance(found, Future):
         return found
     try:
-        rows, item.bytes, item.lines, problems, reduced = found.result()
+        rows, item.bytes, item.lines, problems, reduced, held = found.result()
     except Exception as err:  # noqa: BLE001 - a worker that died costs only its input
         item.problems.append(f"oomlens failed on this input (please report): {error_line(err)}")
-        return [], NOTHING
+        return [], NOTHING, []
     item.problems.extend(problems)
-    return from_rows(rows), reduced
+    return from_rows(rows), reduced, held
 
 
-def _collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Clue], Tally]:
+def _collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Clue], Tally, Held]:
     """One file's events from its ranges, as a scan of the whole file gives them: an event
     with no time after it in its range ends its interval at the first time a later range
-    prints; the ranges' events are reduced together."""
+    prints (the readings a range holds as bytes are told it with them); the ranges' events
+    are reduced together."""
     assert item.file is not None  # only a file on disk is read in ranges (see _ranges)
     found: list[Event | Clue] = []
     lines = 0
@@ -457,9 +472,14 @@ def _collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Cl
         results = [future.result() for future in futures]
     except Exception as err:  # noqa: BLE001 - a worker that died costs only its input
         item.problems.append(f"oomlens failed on this input (please report): {error_line(err)}")
-        return [], NOTHING
+        return [], NOTHING, []
+    held: Held = []
+    after = None  # the first time of the ranges after this one
+    for *_, (first, first_node), _, _, by_kind, _ in reversed(results):
+        held.insert(0, (by_kind, after))
+        after = (first, first_node) if first is not None else after
     long_lines = bad_lines = 0
-    for rows, own_lines, (problems, (longs, bads)), (first, first_node), open_at, year, _ in results:
+    for rows, own_lines, (problems, (longs, bads)), (first, first_node), open_at, year, _, _ in results:
         long_lines, bad_lines = long_lines + longs, bad_lines + bads
         ctx.year = ctx.year or year
         if first is not None and pending:
@@ -473,7 +493,7 @@ def _collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Cl
         item.problems.extend(problems)
     item.problems.extend(counted_problems(long_lines, bad_lines))
     item.bytes, item.lines = item.size, lines + (1 if item.size and not _ends_with_break(item.file) else 0)
-    return found, joined([result[-1] for result in results])
+    return found, joined([result[-1] for result in results]), held
 
 
 def _ends_with_break(path: str) -> bool:

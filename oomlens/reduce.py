@@ -48,11 +48,12 @@ from typing import cast
 
 import orjson
 
-from ._core import ReadingPool
+from ._core import ReadingPool, held_rows
 from .events import CLUE_KINDS, CONTEXT_AFTER, CONTEXT_BEFORE, Clue, Event, Source, from_rows, seconds
 from .kinds import shipped
 from .remedies import EVIDENCE_CHARS
 from .shapes import zeroed
+from .times import Stamp
 
 # Buckets kept over all series of a kind of readings, at most 2 + 2 x len(SIZES) readings each.
 # From the memory a run may take (300 MB over 3 processes, each about 35 MB before it reads
@@ -73,7 +74,9 @@ FILEWIDE = WIDEST + 2  # and whose one bucket holds every series of a file: the 
 
 
 Slot = tuple[int, int]  # where an event stood: (input, place in that input's list)
-NO_SLOT: Slot = (-1, -1)  # a reading the core read whole: it stood in no list
+# the readings the core read whole that reductions keep, as bytes by kind (Reduction.held), each
+# with the time after those that waited for one when its reading ended (a byte range's next)
+Held = list[tuple[Mapping[str, bytes], tuple[Stamp, str | None] | None]]
 Entry = tuple[Event | Clue, Slot, tuple]  # and its place in its series (see _order)
 Tally = Mapping[str, tuple[int, int]]  # by kind: the events added, and the level of its pool
 NOTHING: Tally = MappingProxyType({})  # the tally of an input nothing was read of (shared: read-only)
@@ -208,14 +211,33 @@ class Reduction:
         elif clue.source.line > copies["last"][0].source.line:
             copies["last"] = (clue, slot)
 
-    def kept(self) -> list[Entry]:
+    def kept(self, rows: bool = True) -> list[Entry]:
         """Every event (and clock's clue) kept, once each, in no particular order; a reading
-        the core read whole is made an event here, with no slot (restore places it by its line)."""
+        the core read whole is made an event here (`rows`: or left out), its slot its input's
+        and -1 (restore places it by its line)."""
         entries = [entry for pool in self.pools.values() for bucket in pool.buckets.values() for entry in _distinct(bucket)]
+        made: list[tuple] = []
+        slots: list[Slot] = []
         for pool in self.readings.values():
-            for x, slot in pool.kept():
-                entries.append((x, slot, ()) if slot is not None else (from_rows([x])[0], NO_SLOT, ()))
+            for x, slot in pool.kept(rows):
+                if slot[1] >= 0:
+                    entries.append((x, slot, ()))
+                else:
+                    made.append(x)
+                    slots.append(slot)
+        entries += [(event, slot, ()) for event, slot in zip(from_rows(made), slots, strict=True)]
         return entries
+
+    def held(self) -> Mapping[str, bytes]:
+        """The readings the core read whole that the pools keep, as bytes by kind: a worker
+        hands them back so, and they become events only where the concluding process keeps them."""
+        return {kind: pool.dump() for kind, pool in self.readings.items() if pool.seen}
+
+    def hold(self, held: Held, index: int) -> None:
+        """Readings other reductions held, of input number `index`."""
+        for by_kind, after in held:
+            for kind, data in by_kind.items():
+                self.readings[kind].load(data, index, after)
 
     def prune(self, spare_ends: bool = False) -> None:
         """Keep, of the held traceback clues, those the correlator may read for a kept
@@ -290,14 +312,14 @@ def reduce_found(found: list, index: int, reduction: Reduction) -> None:
         found[place] = reduction.take(x, (index, place))
 
 
-def restore(lists: list[list], reduction: Reduction) -> None:
+def restore(lists: list[list], reduction: Reduction, rows: bool = True) -> None:
     """Put each kept event and clue back in its place and close the gaps of the others; the
-    readings the core read whole (of the one input a scan's reduction holds) go in by their
-    line, after what Python read of the same line."""
-    rows: list[Event] = []
-    for event, (index, place), _ in reduction.kept():
-        if index < 0:
-            rows.append(event)  # type: ignore[arg-type]
+    readings the core read whole go into their input's list by their line, after what
+    Python read of the same line (`rows`: or stay held, see Reduction.held)."""
+    made: dict[int, list[Event]] = {}
+    for event, (index, place), _ in reduction.kept(rows):
+        if place < 0:
+            made.setdefault(index, []).append(event)  # type: ignore[arg-type]
             continue
         lists[index][place] = event
     for clue, (index, place), _ in reduction.context:
@@ -310,8 +332,14 @@ def restore(lists: list[list], reduction: Reduction) -> None:
             lists[index][place] = Clue("evidence", event.source, {"text": shape}, None, event.pid, event.actor, event.node)
     for found in lists:
         found[:] = [x for x in found if x is not None]
-    if rows:
-        lists[0][:] = _merged(lists[0], sorted(rows, key=_order))
+    for index, events in made.items():
+        lists[index][:] = _merged(lists[index], sorted(events, key=_order))
+
+
+def with_held(found: list[Event | Clue], held: Held) -> list[Event | Clue]:
+    """`found` with the readings `held` put in as events, by their line (as restore puts them)."""
+    rows = [row for by_kind, after in held for data in by_kind.values() for row in held_rows(data, after)]
+    return _merged(found, sorted(cast("list[Event]", from_rows(rows)), key=_order)) if rows else found
 
 
 def _merged(found: list[Event | Clue], rows: list[Event]) -> list[Event | Clue]:
@@ -328,11 +356,11 @@ def _merged(found: list[Event | Clue], rows: list[Event]) -> list[Event | Clue]:
     return out
 
 
-def restored(found: list[Event | Clue | None], reduction: Reduction | None) -> list[Event | Clue]:
+def restored(found: list[Event | Clue | None], reduction: Reduction | None, rows: bool = True) -> list[Event | Clue]:
     """One input's `found`, its kept events put back in place and its gaps closed (as it
-    is when there is no reduction: then no event left a gap)."""
+    is when there is no reduction: then no event left a gap); `rows`: see restore."""
     if reduction is not None:
-        restore([found], reduction)
+        restore([found], reduction, rows)
     return cast("list[Event | Clue]", found)  # no None is left in it
 
 

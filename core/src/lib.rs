@@ -24,6 +24,7 @@ pub mod plans;
 pub mod pool;
 pub mod reader;
 pub mod stamps;
+pub mod wire;
 
 use std::sync::Arc;
 
@@ -604,7 +605,7 @@ impl Lines {
 }
 
 /// A reading kept: Python's event and where it stood, or a row.
-type Kept<'py> = (Bound<'py, PyAny>, Option<(i64, i64)>);
+type Kept<'py> = (Bound<'py, PyAny>, (i64, i64));
 
 /// The readings a reduction keeps of one kind (pool.rs): Python's events, and rows.
 #[pyclass(module = "oomlens._core")]
@@ -672,14 +673,50 @@ impl ReadingPool {
         self.pool.coarsen(level);
     }
 
-    /// Every reading kept: (event, slot) of Python's, (row, None) of the core's, a row as
-    /// events.to_rows writes one.
-    fn kept<'py>(&self, py: Python<'py>) -> PyResult<Vec<Kept<'py>>> {
+    /// The rows the core read whole that the pool keeps, as bytes (wire.rs): what a worker
+    /// hands back of them.
+    fn dump<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let out = guarded("handing back readings", || {
+            let mut writer = wire::Writer::default();
+            for entry in self.pool.kept() {
+                if let Payload::Row(row) = &entry.payload {
+                    writer.row(row);
+                }
+            }
+            Ok(writer.finish())
+        })?;
+        Ok(pyo3::types::PyBytes::new(py, &out))
+    }
+
+    /// Rows another pool dumped, of input number `input`; `after`: the time after those
+    /// that waited for one at the end of what that pool read (a byte range's next).
+    #[pyo3(signature = (data, input, after = None))]
+    fn load(&mut self, data: &[u8], input: i64, after: Option<LentTuple>) -> PyResult<()> {
+        let after = after.map(|(stamp, node)| (stamp_of_tuple(stamp), node));
+        guarded("taking readings back", || {
+            for mut row in wire::rows(data).map_err(value_error)? {
+                row.input = input;
+                if let Some(lent) = &after {
+                    if row.borrowed && row.after.get().is_none() {
+                        let _ = row.after.set(Some(lent.clone()));
+                    }
+                }
+                self.pool.add(reader::entry_of(row));
+            }
+            Ok(())
+        })
+    }
+
+    /// Every reading kept: (event, slot) of Python's, (row, (input, -1)) of the core's (`rows`:
+    /// or none of them), a row as events.to_rows writes one.
+    #[pyo3(signature = (rows = true))]
+    fn kept<'py>(&self, py: Python<'py>, rows: bool) -> PyResult<Vec<Kept<'py>>> {
         let mut out = Vec::new();
         for entry in self.pool.kept() {
             match &entry.payload {
-                Payload::Python(event, slot) => out.push((event.bind(py).clone(), Some(*slot))),
-                Payload::Row(row) => out.push((row_tuple(py, row)?.into_any(), None)),
+                Payload::Python(event, slot) => out.push((event.bind(py).clone(), *slot)),
+                Payload::Row(row) if rows => out.push((row_tuple(py, row)?.into_any(), (row.input, -1))),
+                Payload::Row(_) => {}
             }
         }
         Ok(out)
@@ -688,6 +725,25 @@ impl ReadingPool {
     fn __len__(&self) -> usize {
         self.pool.len()
     }
+}
+
+/// The rows a pool dumped (ReadingPool.dump), as events.to_rows writes them; `after`: the
+/// time after those that waited for one.
+#[pyfunction]
+#[pyo3(signature = (data, after = None))]
+fn held_rows<'py>(py: Python<'py>, data: &[u8], after: Option<LentTuple>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+    let after = after.map(|(stamp, node)| (stamp_of_tuple(stamp), node));
+    let rows = guarded("taking readings back", || wire::rows(data).map_err(value_error))?;
+    rows.iter()
+        .map(|row| {
+            if let Some(lent) = &after {
+                if row.borrowed && row.after.get().is_none() {
+                    let _ = row.after.set(Some(lent.clone()));
+                }
+            }
+            row_tuple(py, row)
+        })
+        .collect()
 }
 
 /// A row as events.to_rows writes an event: its time told as scan.py tells one.
@@ -966,6 +1022,7 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Lines>()?;
     module.add_class::<Reader>()?;
     module.add_class::<ReadingPool>()?;
+    module.add_function(wrap_pyfunction!(held_rows, module)?)?;
     module.add_function(wrap_pyfunction!(stamp_of_groups, module)?)?;
     module.add_class::<Prefilter>()?;
     module.add_class::<Regex>()?;

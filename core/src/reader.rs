@@ -120,6 +120,7 @@ impl Setup {
 const KEPT: u8 = 0x0e;
 
 /// A file's facts every row of it shares.
+#[derive(Debug)]
 pub struct FileInfo {
     pub path: Arc<str>,
     /// the file holds many nodes' lines: a borrowed time tells the node whose line lent it
@@ -127,6 +128,7 @@ pub struct FileInfo {
 }
 
 /// A reading the core took whole: what its event is made of.
+#[derive(Debug)]
 pub struct Row {
     pub file: Arc<FileInfo>,
     pub layout: Arc<Layout>,
@@ -139,6 +141,8 @@ pub struct Row {
     pub borrowed: bool,
     pub before: Option<Lent>,
     pub after: OnceLock<Option<Lent>>,
+    /// the input it was read from, among those the concluding process joins (reduce.py's slot)
+    pub input: i64,
 }
 
 /// What a pool holds of a reading: the event Python made (and where it stood), or a row.
@@ -421,6 +425,7 @@ impl Reader {
                 borrowed: reading.borrowed,
                 before,
                 after,
+                input: 0,
             },
         });
         Ok(true)
@@ -620,7 +625,7 @@ fn key_value(values: &[Value], at: Option<usize>) -> KeyValue {
 }
 
 /// A row as the pool reads it.
-fn entry_of(row: Row) -> Entry<Payload> {
+pub fn entry_of(row: Row) -> Entry<Payload> {
     let layout = row.layout.clone();
     let series = Series::new([
         KeyValue(Value::Str(row.file.path.clone())),
