@@ -597,7 +597,7 @@ impl Lines {
     fn plans(&self) -> PyResult<(usize, usize, u64)> {
         let plans = self.setup.plans.lock().map_err(value_error)?;
         Ok((
-            plans.len(),
+            plans.values().filter(|p| p.state != plans::State::Once).count(),
             plans.values().filter(|p| p.state == plans::State::Trusted).count(),
             plans.values().map(|p| p.taken).sum(),
         ))

@@ -420,6 +420,10 @@ impl Layout {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
+    /// met once: Python reads it as any line. Learning a shape costs Python several reads of
+    /// its line (the probes), more than a shape that never comes back is worth: a shape is
+    /// learned where it is met again
+    Once,
     /// confirmations still wanted from lines Python reads
     Probation(u8),
     Trusted,
@@ -481,8 +485,17 @@ fn agree<T: PartialEq>(mut each: impl Iterator<Item = Result<T, Edge>>) -> Resul
 impl Plan {
     /// A shape Python reads every line of.
     pub fn python() -> Plan {
+        Plan::of(State::Python)
+    }
+
+    /// A shape met once.
+    pub fn once() -> Plan {
+        Plan::of(State::Once)
+    }
+
+    fn of(state: State) -> Plan {
         Plan {
-            state: State::Python,
+            state,
             layout: None,
             slots: Vec::new(),
             time: Vec::new(),

@@ -46,6 +46,9 @@ struct Family {
     reduce: Option<(meta::Regex, meta::Regex)>,
 }
 
+/// Each shape's plan, by its key (the family's number and the masked line).
+pub type Plans = HashMap<Vec<u8>, Plan, FxBuildHasher>;
+
 /// What every reader of a process shares: the families, the times, and the plans learned.
 pub struct Setup {
     pub stamps: Arc<Stamps>,
@@ -54,7 +57,7 @@ pub struct Setup {
     pattern_family: Vec<Option<usize>>,
     /// a suffix whose presence in a reduced line's left-out part matters (Ray's repeat count)
     suffix: meta::Regex,
-    pub plans: Mutex<HashMap<Vec<u8>, Plan, FxBuildHasher>>,
+    pub plans: Mutex<Plans>,
     /// shadow: the core reads no line alone, Python reads them all and the core compares
     pub shadow: bool,
 }
@@ -367,7 +370,11 @@ impl Reader {
     ) -> Result<bool, E> {
         let mut plans = setup.plans.lock().expect("no reader panics while holding the plans");
         let asked = match plans.get(key).map(|p| p.state) {
-            None => Some(true),
+            None => {
+                Setup::keep(&mut plans, key.to_vec(), Plan::once());
+                return Ok(false);
+            }
+            Some(State::Once) => Some(true),
             Some(State::Probation(_)) => Some(false),
             Some(State::Python) => return Ok(false),
             Some(State::Trusted) => None,
@@ -534,7 +541,7 @@ impl Setup {
         let seen = Seen { line: raw, tokens: &tokens };
         {
             let mut plans = self.plans.lock().expect("no reader panics while holding the plans");
-            if let Some(plan) = plans.get_mut(&key) {
+            if let Some(plan) = plans.get_mut(&key).filter(|p| p.state != State::Once) {
                 let trusted = plan.state == State::Trusted;
                 let reading = if trusted { plan.eval(&self.stamps, &seen, ctx) } else { Err(Edge::Disagree) };
                 plan.confirm(&self.stamps, &seen, ctx, made);
@@ -550,11 +557,21 @@ impl Setup {
             None => Plan::python(),
         };
         let mut plans = self.plans.lock().expect("no reader panics while holding the plans");
+        Setup::keep(&mut plans, key, plan);
+        Ok(Learned::Told)
+    }
+
+    /// Keep a shape's plan among at most MAX_PLANS: where they are that many, the shapes met
+    /// once go first, and all of them where those were fewer than half (a stream of shapes
+    /// that never come back must not hold memory, nor wipe the plans that are read).
+    fn keep(plans: &mut Plans, key: Vec<u8>, plan: Plan) {
         if plans.len() >= MAX_PLANS {
-            plans.clear();
+            plans.retain(|_, p| p.state != State::Once);
+            if plans.len() >= MAX_PLANS / 2 {
+                plans.clear();
+            }
         }
         plans.insert(key, plan);
-        Ok(Learned::Told)
     }
 
     /// The plan of a new shape, from its first line and probes of it Python reads (`probe`):
