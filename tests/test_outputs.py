@@ -107,3 +107,32 @@ def test_json_written_in_slices_is_the_contract_dumped_whole(per_write, monkeypa
             out = io.BytesIO()
             found.write_json(out)
             assert out.getvalue() == orjson.dumps(found.to_dict(), option=orjson.OPT_INDENT_2) + b"\n", f"{path.name}: {len(events)} events"
+
+
+def test_the_json_escape_of_terminal_controls_is_the_pattern_s_wherever_they_stand():
+    """escaped() looks for the bytes a control may begin with before it runs its pattern:
+    text built of those controls, their look-alikes (other characters of the same lead
+    bytes: an ellipsis, a progress bar's block, a no-break space) and plain bytes is written
+    as the pattern alone writes it."""
+    import random
+
+    from oomlens.outputs.json import UNSAFE, escaped
+
+    pieces = [
+        b"a",
+        b"\x7f",
+        b"\xc2\x85",
+        b"\xc2\xa0",
+        b"\xd8\x9c",
+        b"\xd8\xa7",
+        b"\xe2\x80\x8e",
+        b"\xe2\x80\xa6",
+        b"\xe2\x81\xa7",
+        b"\xe2\x96\x88",
+        b'"',
+        b"\\u",
+    ]
+    rng = random.Random(3)
+    for _ in range(5000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randrange(12)))
+        assert escaped(data) == UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), data), data

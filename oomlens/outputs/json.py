@@ -16,8 +16,15 @@ from ..diagnosis import CONTRACT_VERSION, Diagnosis
 UNSAFE = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
 
 
+UNSAFE_LEADS = (b"\x7f", b"\xc2", b"\xd8", b"\xe2")  # the first byte of every match of UNSAFE
+
+
 def escaped(data: bytes) -> bytes:
-    """JSON text with every character a terminal would act on written as its \\u escape."""
+    """JSON text with every character a terminal would act on written as its \\u escape.
+    Most text holds no byte that may begin one: a search for each of those bytes is a
+    memchr, where the pattern is tried at every byte."""
+    if not any(lead in data for lead in UNSAFE_LEADS):
+        return data
     return UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), data)
 
 
