@@ -86,7 +86,7 @@ def dense_tree(tmp_path_factory) -> Path:
     """A small session tree as dense in memory lines as a veRL console, in several
     frameworks' formats, with every envelope the generator varies (bench/generate.py)."""
     tree = tmp_path_factory.mktemp("dense") / "tree"
-    generate.generate(tree, size_mb=12, seed=5)
+    generate.generate(tree, size_mb=6, seed=5)
     return tree
 
 

@@ -312,7 +312,9 @@ def test_hits_on_lines_with_bytes_that_are_not_utf8_are_the_same_for_every_engin
 
     trigger = Trigger(families())
     rng = random.Random(seed)
-    data = bytearray(_all_fixture_bytes())
+    whole = _all_fixture_bytes()
+    half = whole.index(b"\n", len(whole) // 2) + 1
+    data = bytearray(whole[:half] if seed == 0 else whole[half:])  # each seed mutates half of every fixture's bytes
     for at in rng.sample(range(len(data)), len(data) // 200):  # one byte in 200 replaced by a byte no UTF-8 text holds
         if data[at] != 0x0A:
             data[at] = rng.choice([0x80, 0xBF, 0xC0, 0xED, 0xF5, 0xFF])
