@@ -330,3 +330,20 @@ def test_json_carries_no_character_a_terminal_acts_on_and_means_the_same(tmp_pat
     docs = [json.loads(out)] if fmt == "json" else [json.loads(line) for line in out.splitlines()]
     texts = [e["text"] for d in docs for e in (d["events"] if fmt == "json" else [d])]
     assert any(name in t for t in texts)
+
+
+def test_the_unwrapped_columns_are_laid_out_as_rich_lays_out_the_table():
+    """A pipe's table is written without rich (its measuring of every cell takes seconds for
+    thousands of rows): the same lines as rich's table, for cells of any width in terminal
+    cells (CJK and emoji take two, a combining mark none), empty or blank, over many rows."""
+    import random
+
+    from oomlens.outputs.table import _columns, _plain_columns
+    from oomlens.outputs.terminal import console, rendered
+
+    pieces = ["a", "Z", "0", " ", "-", "é", "e\u0301", "漢", "字", "😀", "\\x1b", "GiB", "pid=4242", "→"]
+    rng = random.Random(11)
+    for _ in range(300):
+        rows = [tuple("".join(rng.choice(pieces) for _ in range(rng.randrange(0, 9))) or "-" for _ in range(6)) for _ in range(rng.randrange(1, 6))]
+        roles = [rng.choice(["memory", "failure", "reading"]) for _ in rows]
+        assert _plain_columns(rows) == rendered(console(None, False), _columns(rows, roles)), rows

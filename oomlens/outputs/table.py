@@ -17,7 +17,7 @@ from ..events import Event
 from ..kinds import Kinds
 from ..text import render as write, when
 from .filters import Filters, Listing, listing
-from .terminal import console, escape, rendered
+from .terminal import UNWRAPPED, console, escape, rendered
 from .verdict import renderable as verdict_block
 
 if TYPE_CHECKING:
@@ -53,11 +53,12 @@ def render(diagnosis: Diagnosis, width: int | None = None, filters: Filters | No
     rows = [_cells(event, node, diagnosis.kinds) for event, node in chosen.rows]
     roles = [diagnosis.kinds[event.kind].role for event, _ in chosen.rows]
     parts: list[RenderableType] = []
-    if rows:
+    plain = _plain_columns(rows) if rows and width is None and not colour else None
+    if rows and plain is None:
         parts.append(_columns(rows, roles) if width is None or _room(rows, width) >= DETAILS_MIN else _blocks(rows, roles, width))
-    elif diagnosis.readable:
+    elif not rows and diagnosis.readable:
         parts.append(Text("no event to list"))
-    if parts:
+    if parts or plain is not None:
         parts.append(Text(""))
     parts += [verdict_block(diagnosis, width), Text("")]
     notes = [f"clock: {note.sentence()}" for note in diagnosis.clocks]
@@ -72,7 +73,22 @@ def render(diagnosis: Diagnosis, width: int | None = None, filters: Filters | No
         notes.append(f"SOURCE: a long id in a file name is cut at *, a glob that finds the file: ls <logs>/{shortened.split(':')[0]}")
     notes += left_out(chosen, len(rows), "reading" in roles)
     parts += [Text(escape(note), overflow="fold") for note in notes]
-    return rendered(console(width, colour), *parts)
+    out = rendered(console(width, colour), *parts)
+    return out if plain is None else plain + "\n" + out
+
+
+def _plain_columns(rows: list[tuple[str, ...]]) -> str | None:
+    """The columns as _columns lays them out unwrapped and uncoloured (each cell padded to
+    its column's width in terminal cells, two blanks between, no trailing blanks), written
+    here: rich measures and wraps every cell, seconds for thousands of rows a pipe never
+    wraps. None where a line would pass the width rich folds at."""
+    from rich.cells import cell_len
+
+    table = [HEADER, *rows]
+    widths = [max(cell_len(row[i]) for row in table) for i in range(len(HEADER))]
+    if sum(widths) + 2 * (len(widths) - 1) > UNWRAPPED:
+        return None
+    return "\n".join("  ".join(cell + " " * (w - cell_len(cell)) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table)
 
 
 YEAR_FROM = {"run": "the year the run's other stamps print", "mtime": "the year of their file's last change (as lnav takes it)"}
