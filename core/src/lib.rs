@@ -692,15 +692,10 @@ impl ReadingPool {
     /// that waited for one at the end of what that pool read (a byte range's next).
     #[pyo3(signature = (data, input, after = None))]
     fn load(&mut self, data: &[u8], input: i64, after: Option<LentTuple>) -> PyResult<()> {
-        let after = after.map(|(stamp, node)| (stamp_of_tuple(stamp), node));
+        let after = lent_of(after);
         guarded("taking readings back", || {
-            for mut row in wire::rows(data).map_err(value_error)? {
+            for mut row in wire::rows(data, after.as_ref()).map_err(value_error)? {
                 row.input = input;
-                if let Some(lent) = &after {
-                    if row.borrowed && row.after.get().is_none() {
-                        let _ = row.after.set(Some(lent.clone()));
-                    }
-                }
                 self.pool.add(reader::entry_of(row));
             }
             Ok(())
@@ -732,18 +727,9 @@ impl ReadingPool {
 #[pyfunction]
 #[pyo3(signature = (data, after = None))]
 fn held_rows<'py>(py: Python<'py>, data: &[u8], after: Option<LentTuple>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
-    let after = after.map(|(stamp, node)| (stamp_of_tuple(stamp), node));
-    let rows = guarded("taking readings back", || wire::rows(data).map_err(value_error))?;
-    rows.iter()
-        .map(|row| {
-            if let Some(lent) = &after {
-                if row.borrowed && row.after.get().is_none() {
-                    let _ = row.after.set(Some(lent.clone()));
-                }
-            }
-            row_tuple(py, row)
-        })
-        .collect()
+    let after = lent_of(after);
+    let rows = guarded("taking readings back", || wire::rows(data, after.as_ref()).map_err(value_error))?;
+    rows.iter().map(|row| row_tuple(py, row)).collect()
 }
 
 /// A row as events.to_rows writes an event: its time told as scan.py tells one.
@@ -818,6 +804,10 @@ fn row_tuple<'py>(py: Python<'py>, row: &Row) -> PyResult<Bound<'py, PyTuple>> {
 }
 
 type LentTuple = (StampTuple, Option<String>);
+
+fn lent_of(lent: Option<LentTuple>) -> Option<Lent> {
+    lent.map(|(stamp, node)| (stamp_of_tuple(stamp), node))
+}
 
 fn lent_tuple(lent: Option<Lent>) -> Option<LentTuple> {
     lent.map(|(s, node)| (stamp_tuple(&s), node))

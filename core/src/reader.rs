@@ -148,6 +148,13 @@ pub struct Row {
     pub input: i64,
 }
 
+impl Row {
+    /// It prints no time and waits for the first after it.
+    pub fn open(&self) -> bool {
+        self.borrowed && self.after.get().is_none()
+    }
+}
+
 /// What a pool holds of a reading: the event Python made (and where it stood), or a row.
 pub enum Payload {
     Python(pyo3::Py<pyo3::PyAny>, (i64, i64)),
@@ -466,7 +473,7 @@ impl Reader {
     /// A row taken into its kind's pool; one that waits for a time after it is told it when
     /// a later buffer prints one (close_open).
     pub fn hold(&mut self, pool: &mut ReadingPool, row: Row) {
-        let open = row.borrowed && row.after.get().is_none();
+        let open = row.open();
         let held = pool.add(entry_of(row));
         if open {
             self.open.push(Arc::downgrade(&held));

@@ -247,8 +247,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The rows of a buffer `Writer` made.
-pub fn rows(data: &[u8]) -> Result<Vec<Row>, String> {
+/// The rows of a buffer `Writer` made; `after_all`: the time after those that still waited for
+/// one where the reading that made them ended (a byte range's next).
+pub fn rows(data: &[u8], after_all: Option<&Lent>) -> Result<Vec<Row>, String> {
     let mut r = Reader {
         data,
         at: 0,
@@ -307,7 +308,7 @@ pub fn rows(data: &[u8]) -> Result<Vec<Row>, String> {
                 let _ = after.set(Some(r.lent()?));
             }
         }
-        out.push(Row {
+        let row = Row {
             file,
             layout,
             values,
@@ -319,7 +320,11 @@ pub fn rows(data: &[u8]) -> Result<Vec<Row>, String> {
             before,
             after,
             input: 0,
-        });
+        };
+        if let Some(lent) = after_all.filter(|_| row.open()) {
+            let _ = row.after.set(Some(lent.clone()));
+        }
+        out.push(row);
     }
     if r.at != data.len() {
         return Err("held readings run on past their rows".into());
@@ -403,12 +408,12 @@ mod tests {
             let mut writer = Writer::default();
             rows.iter().for_each(|r| writer.row(r));
             let data = writer.finish();
-            let back = super::rows(&data).unwrap();
+            let back = super::rows(&data, None).unwrap();
             prop_assert_eq!(back.len(), rows.len());
             prop_assert!(rows.iter().zip(&back).all(|(a, b)| same(a, b)));
             for cut in [0, data.len() / 2, data.len().saturating_sub(1)] {
                 if cut < data.len() {
-                    prop_assert!(super::rows(&data[..cut]).is_err());
+                    prop_assert!(super::rows(&data[..cut], None).is_err());
                 }
             }
         }
