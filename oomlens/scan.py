@@ -406,7 +406,7 @@ class Scanner:
         the lines decoded one stretch at a time (UTF8_WINDOW, smaller after a bad byte): a
         decoding error holds a copy of all it was given, and a chunk with a bad byte on every
         line made one of the rest of the chunk per line (the square of the chunk)."""
-        if data.isascii() or utf8_valid(data, end):
+        if utf8_valid(data, end):
             return
         view = memoryview(data)
         pos, counted_pos, line, window = 0, 0, line_base, UTF8_WINDOW
