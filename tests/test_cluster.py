@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jsonschema
@@ -180,22 +181,36 @@ def cluster():
         driver = root / "driver.log"
         assert run.returncode != 0 and "OutOfMemoryError" in driver.read_text(), driver.read_text()
 
-        # A user reads the live cluster, and the driver's console saved beside it
-        live = _oomlens("parse", "--cluster", address, str(driver), "--format", "json", env=env)
-        # ... and what copying the three logs folders by hand and parsing them gives
+        # each read is a driver of its own, as users' would be, and reads of one phase run side
+        # by side (most of each one's time is Ray starting its workers)
+        live_reads = {
+            # a user reads the live cluster, and the driver's console saved beside it
+            "live": ("parse", "--cluster", address, str(driver), "--format", "json"),
+            "watched": ("watch", "--cluster", address, str(driver), "--once"),
+            "reported": ("report", "--cluster", address, str(driver), "-o", str(root / "report.html"), "--plotly", "cdn"),
+            "late": ("parse", "--cluster", address, "--node-timeout", "0.001"),  # no node answers that fast
+        }
+        with ThreadPoolExecutor(len(live_reads) + 1) as pool:
+            running = {name: pool.submit(_oomlens, *args, env=env) for name, args in live_reads.items()}
+            api_run = pool.submit(subprocess.run, [sys.executable, "-c", API, address], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+            done = {name: future.result() for name, future in running.items()}
+            api = api_run.result()
+        # ... then the three logs folders copied by hand, after those reads (the logs only grew)
         copies = root / "copies"
         for name in ("head", VICTIM_IP, SPARE_IP):
             session = next((root / name).glob("session_2*"))
             shutil.copytree(session / "logs", copies / name / session.name / "logs", symlinks=True)
-        copied = _oomlens("parse", str(copies), str(driver), "--format", "json", env=env)
-        # ... and the copies at a URL every node reaches (object storage), shared out among the nodes
-        shared = _oomlens("parse", "--cluster", address, copies.as_uri(), "--format", "json", env=env)
-        here = _oomlens("parse", copies.as_uri(), "--format", "json", env=env)
-        watched = _oomlens("watch", "--cluster", address, str(driver), "--once", env=env)
-        reported = _oomlens("report", "--cluster", address, str(driver), "-o", str(root / "report.html"), "--plotly", "cdn", env=env)
+        copy_reads = {
+            "copied": ("parse", str(copies), str(driver), "--format", "json"),
+            # ... and the copies at a URL every node reaches (object storage), shared out among the nodes
+            "shared": ("parse", "--cluster", address, copies.as_uri(), "--format", "json"),
+            "here": ("parse", copies.as_uri(), "--format", "json"),
+        }
+        with ThreadPoolExecutor(len(copy_reads)) as pool:
+            running = {name: pool.submit(_oomlens, *args, env=env) for name, args in copy_reads.items()}
+            done |= {name: future.result() for name, future in running.items()}
+        reported = done["reported"]
         page = (root / "report.html").read_text(encoding="utf-8") if reported.returncode == 0 else ""
-        api = subprocess.run([sys.executable, "-c", API, address], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
-        late = _oomlens("parse", "--cluster", address, "--node-timeout", "0.001", env=env)  # no node answers that fast
 
         # The spare node's raylet dies; Ray marks the node dead after its health checks
         raylet = subprocess.run(["pgrep", "-P", str(nodes[SPARE_IP].pid), "-x", "raylet"], capture_output=True, text=True).stdout.split()
@@ -204,18 +219,7 @@ def cluster():
         check = f"import ray, sys, time\nray.init(address={address!r})\nwhile any(n['Alive'] for n in ray.nodes() if n['NodeManagerAddress'] == {SPARE_IP!r}): time.sleep(0.2)"
         subprocess.run([sys.executable, "-c", check], env=env, timeout=60, check=True, capture_output=True)
         dead = _oomlens("parse", "--cluster", address, "--format", "json", env=env)
-        yield {
-            "root": root,
-            "live": live,
-            "copied": copied,
-            "shared": shared,
-            "here": here,
-            "watched": watched,
-            "reported": (reported, page),
-            "api": api,
-            "late": late,
-            "dead": dead,
-        }
+        yield {"root": root, **done, "reported": (reported, page), "api": api, "dead": dead}
     finally:
         for process in reversed(nodes.values()):
             _stop(process)
