@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .prefilter import Regex
+from .prefilter import Regex, line_superset
 from .shapes import MAX_SHAPE_LINE, MAX_SHAPES, NUMBER_RUN, numbers_and_shape
 
 if TYPE_CHECKING:  # lark itself is imported with the first parser a run needs: a run with no hit parses nothing
@@ -122,7 +122,7 @@ class Block(NamedTuple):
 
     family: Family
     continues: re.Pattern[str]
-    anywhere: Regex | re.Pattern[bytes]  # the start over many lines' bytes: the core's DFA where its syntax allows
+    anywhere: Regex | re.Pattern[bytes]  # the lines it may start on, over many lines' bytes (more, never fewer)
 
     @property
     def start(self) -> re.Pattern[str] | Start:
@@ -246,13 +246,11 @@ class Family:
 
     @functools.cached_property
     def start_anywhere(self) -> Regex | re.Pattern[bytes]:
-        """Where the family's blocks may start, over the bytes of many lines: the core's DFA
-        (a look-around is no syntax of it: then `re`, line by line with MULTILINE)."""
+        """The lines the family's blocks may start on, over the bytes of many lines: the
+        core's DFA, which may find more lines than `start` does (prefilter.line_superset;
+        the caller reads each line it finds with `start`), or `re` where no DFA runs it."""
         pattern = _either(self.written["start"] or self.triggers)  # the pattern of `start`, which needs no compiling here
-        try:
-            return Regex(pattern) if pattern.isascii() else re.compile(pattern.encode(), re.M)
-        except ValueError:
-            return re.compile(pattern.encode(), re.M)
+        return line_superset(pattern, re.MULTILINE) or re.compile(pattern.encode(), re.MULTILINE)
 
     @functools.cached_property
     def parser(self) -> Lark:

@@ -375,3 +375,63 @@ def test_a_trigger_anchored_at_a_line_s_end_or_start_is_refused_when_its_family_
         read_family(grammar)
     grammar.write_text("//! trigger: [a-z]Error:(?:\\s|$)|[$^]x|\\$HOME\nstart: WORD\n%import common.WORD\n")
     assert read_family(grammar).triggers
+
+
+def _lines_of(regex, data: bytes) -> set[int]:
+    """The lines (by their start) on which a match starts."""
+    return {data.rfind(b"\n", 0, m.start()) + 1 for m in regex.finditer(data)}
+
+
+def test_every_block_start_runs_in_the_core_and_finds_every_line_re_finds():
+    """Each family's block start (layout.py reads where blocks start in a paste's head) is a
+    DFA of the core, look-arounds and all: over every fixture, it finds each line `re` finds."""
+    from oomlens.grammars import _either, cues
+
+    data = _all_fixture_bytes()
+    for block in cues(families()).blocks:
+        pattern = _either(block.family.written["start"] or block.family.triggers)
+        assert isinstance(block.anywhere, Regex), block.family.name
+        exact = _lines_of(re.compile(pattern.encode(), re.M), data)
+        assert exact and exact <= _lines_of(block.anywhere, data), block.family.name
+
+
+PIECES = [
+    "a",
+    "b",
+    "ab",
+    r"\d",
+    r"\w+",
+    "[ab]",
+    "[^a\n]",
+    ".",
+    "x?",
+    " ",
+    "(?=a)",
+    "(?!b)",
+    "(?<=a)",
+    r"(?<!\w)",
+    "(?=.*b)",
+    "(?=[^\n]*?1)",
+    "^",
+    "$",
+    r"\b",
+    "(?:a|1)*?",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(PIECES), min_size=1, max_size=5).map("".join), min_size=1, max_size=3).map("|".join),
+    st.lists(st.sampled_from([b"a", b"b", b"1", b" ", b"x", b"\n", b"ab", b"ba1"]), max_size=24).map(b"".join),
+)
+def test_a_line_superset_finds_every_line_re_finds_and_no_more_without_look_arounds(pattern, text):
+    """Property: over any text, the lines the DFA finds hold every line `re` (MULTILINE)
+    finds; a pattern with no look-around finds exactly those."""
+    from oomlens.prefilter import line_superset
+
+    superset = line_superset(pattern, re.M)
+    assert superset is not None, pattern
+    exact, found = _lines_of(re.compile(pattern.encode(), re.M), text), _lines_of(superset, text)
+    assert exact <= found, (pattern, superset.pattern)
+    if "(?" not in pattern.replace("(?:", ""):
+        assert exact == found, (pattern, superset.pattern)
