@@ -12,8 +12,8 @@ twice.
 from __future__ import annotations
 
 import re
-import re._constants as _sc
-import re._parser as _sre
+import re._constants as _sc  # type: ignore[import-not-found]  # re's own parser: typeshed types it only as sre_parse, deprecated
+import re._parser as _sre  # type: ignore[import-not-found]
 
 from ._core import Match, Prefilter, Regex, newlines, utf8_valid
 
