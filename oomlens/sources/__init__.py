@@ -46,7 +46,7 @@ from typing import Any, BinaryIO, Protocol, cast
 
 import zstandard
 
-from .envelopes import MAX_RECORD, Collector, collector_of, unwrapped
+from ..envelopes import MAX_RECORD, Collector, collector_of, unwrapped
 
 try:  # ISA-L inflates about 2.5 times as fast as zlib, with the same API and results
     from isal import isal_zlib as inflate
@@ -209,7 +209,7 @@ def discover(paths: list[str], session: str | None = None) -> Iterator[Input]:
 
     Inputs stream: read each one before asking for the next (archive members, standard
     input and objects at URLs cannot be read later)."""
-    from . import urls  # it imports this module
+    from .. import urls  # it imports this module
 
     pick = None if session is None else Pick(newest(sessions_under(paths)) if session == "latest" else session)
     seen: dict[tuple[int, int], str] = {}
@@ -264,7 +264,7 @@ def sessions_under(paths: list[str]) -> set[str]:
             elif name != LATEST:
                 yield os.path.join(folder, name)
 
-    from . import urls  # it imports this module
+    from .. import urls  # it imports this module
 
     for path in paths:
         if urls.is_url(path):
