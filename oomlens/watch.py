@@ -37,8 +37,9 @@ from .events import Clue, Event, Source, fold
 from .outputs.json import incident as contract_incident
 from .reduce import READINGS
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
-from .sources import ARCHIVE_NAMES, BOM, SNIFF, error_line, files_under, hole_problem, is_binary, node_in, role_of
+from .sources import BOM, SNIFF, error_line, files_under, hole_problem, is_binary
 from .sources.inputs import shown
+from .sources.naming import ARCHIVE_NAMES, node_in, role_of
 
 MAX_EVENTS = 500  # failures in the window
 MAX_SAMPLES = 500  # memory samples (gpu_memory) in the window: enough for a trend
