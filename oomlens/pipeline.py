@@ -21,7 +21,8 @@ from .progress import Tick, counted
 from .reduce import BUCKETS, NOTHING, Held, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, set_latest
-from .sources import BOM, ENCODED, Input, Text, compressed, discover, error_line, marks_in, records_of, reopen
+from .sources import Input, discover, error_line, reopen
+from .sources.decoding import BOM, ENCODED, Text, compressed, marks_in, records_of
 from .sources.naming import session_start
 from .times import YEAR, Stamp, first_stamp, node_of_line
 

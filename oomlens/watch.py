@@ -37,7 +37,8 @@ from .events import Clue, Event, Source, fold
 from .outputs.json import incident as contract_incident
 from .reduce import READINGS
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
-from .sources import BOM, SNIFF, error_line, files_under, hole_problem, is_binary
+from .sources import error_line, files_under
+from .sources.decoding import BOM, SNIFF, hole_problem, is_binary
 from .sources.inputs import shown
 from .sources.naming import ARCHIVE_NAMES, node_in, role_of
 
