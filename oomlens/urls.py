@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple, cast
 
-from .sources import Input, _archive_sessions, _stream, error_line
+from .sources import Input, _stream, error_line
+from .sources.archives import _archive_sessions
 from .sources.decoding import Wrapping
 from .sources.naming import ARCHIVE_NAMES, LATEST, NODE_HEAD, SESSION, Pick, _kept, _made_by_ray, _session_in, newest, node_in, role_of
 
