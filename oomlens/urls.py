@@ -25,10 +25,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple, cast
 
-from .sources import Input, _stream, error_line
+from .sources import Input, error_line
 from .sources.archives import _archive_sessions
 from .sources.decoding import Wrapping
 from .sources.naming import ARCHIVE_NAMES, LATEST, NODE_HEAD, SESSION, Pick, _kept, _made_by_ray, _session_in, newest, node_in, role_of
+from .sources.walk import _stream
 
 # `scheme://...`, or fsspec's chained `scheme::...` (simplecache::s3://...); a scheme of one
 # letter would be a drive (C:), not that there are drives here
