@@ -355,7 +355,7 @@ def _read_range(
     scanner = Scanner(ctx, (*families(), *added) if added else None, pools=reduction.readings if reduction is not None else None)
     found: list[Event | Clue | None] = []
     with open(file, "rb") as fh:
-        # the text read has no UTF-8 marks (sources.Text): the range's own part starts sooner in it
+        # the text read has no UTF-8 marks (sources.decoding.Text): the range's own part starts sooner in it
         before, inside = marks_in(fh, lo, own_lo), marks_in(fh, own_lo, own_hi)
         shift = _count_lines(fh, 0, lo)  # the file's lines before the range: its events are numbered as the whole file's
         scanner.resume((own_lo - lo - before, own_hi - lo - before - inside), *(context_before(fh, lo, ctx) if lo else (None, None, None)), line=shift + 1)

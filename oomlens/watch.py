@@ -236,7 +236,7 @@ class Watcher:
         f.node = f.node or self._node(f.path)  # raylet.out may name the node after the file began
         scanner = Scanner(FileContext(f.path, f.role, f.pid, f.node, f.year))
         scanner.resume(actor=f.actor if f.role == "worker" else None, line=f.context_line)
-        # UTF-8 marks removed before a line is read (sources.Text); the lines stay where they are
+        # UTF-8 marks removed before a line is read (sources.decoding.Text); the lines stay where they are
         found: list[Event | Clue] = list(scanner.events(io.BytesIO(text.replace(BOM, b"") if BOM in text else text)))
         f.year = scanner.ctx.year
         for key in f.open_keys:
