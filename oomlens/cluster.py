@@ -209,7 +209,7 @@ class Cluster:
         nothing to share (nothing at it, not listable) is read here, which tells why."""
         from . import urls
         from .pipeline import read_all
-        from .sources import newest
+        from .sources.naming import newest
 
         registry = registry or Registry.shipped()
         name = newest(urls.sessions_under(url)) if session == "latest" else session  # one name for every node

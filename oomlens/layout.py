@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 from .envelopes import BY_NAME, Envelope, envelope_at, first_envelope, peel, starts_record, without, without_debris
 from .shapes import TEXT_TO_ZERO, TO_ZERO
-from .sources import Input, Wrapping
+from .sources import Input
+from .sources.decoding import Wrapping
 from .times import Stamp, every_stamp, stamp_of_groups
 
 WRAP_MIN = 80  # a terminal narrower than this does not wrap log lines we care about

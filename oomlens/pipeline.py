@@ -21,7 +21,9 @@ from .progress import Tick, counted
 from .reduce import BUCKETS, NOTHING, Held, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
 from .registry import Registry
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, set_latest
-from .sources import BOM, ENCODED, Input, Text, compressed, discover, error_line, marks_in, records_of, reopen, session_start
+from .sources import Input, discover, error_line, reopen
+from .sources.decoding import BOM, ENCODED, Text, compressed, marks_in, records_of
+from .sources.naming import session_start
 from .times import YEAR, Stamp, first_stamp, node_of_line
 
 if TYPE_CHECKING:
@@ -353,7 +355,7 @@ def _read_range(
     scanner = Scanner(ctx, (*families(), *added) if added else None, pools=reduction.readings if reduction is not None else None)
     found: list[Event | Clue | None] = []
     with open(file, "rb") as fh:
-        # the text read has no UTF-8 marks (sources.Text): the range's own part starts sooner in it
+        # the text read has no UTF-8 marks (sources.decoding.Text): the range's own part starts sooner in it
         before, inside = marks_in(fh, lo, own_lo), marks_in(fh, own_lo, own_hi)
         shift = _count_lines(fh, 0, lo)  # the file's lines before the range: its events are numbered as the whole file's
         scanner.resume((own_lo - lo - before, own_hi - lo - before - inside), *(context_before(fh, lo, ctx) if lo else (None, None, None)), line=shift + 1)

@@ -1,9 +1,9 @@
 """Sources at URLs: logs already copied to object storage (s3://, gs://, az://) or on any
 file system fsspec knows (memory://, file://, ...), read as streams through this process.
 
-A URL is walked as sources.py walks a folder, with its rules for what a Ray session folder
-holds (sources._kept, sources._made_by_ray): its objects in sorted order, each sniffed as
-a file is (gzip and zstd decompressed, tar archives read member by member, binary objects
+A URL is walked as sources/walk.py walks a folder, with the rules for what a Ray session
+folder holds (naming._kept, naming._made_by_ray): its objects in sorted order, each sniffed
+as a file is (gzip and zstd decompressed, tar archives read member by member, binary objects
 told), with the role and pid its name tells, the Ray session of the `session_*` part of its
 key, and the node of the raylet.out nearest above it. That raylet.out is looked for above
 the URL given too, so an object named alone is read as it is in the walk of its folder:
@@ -25,24 +25,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple, cast
 
-from .sources import (
-    ARCHIVE_NAMES,
-    LATEST,
-    NODE_HEAD,
-    SESSION,
-    Input,
-    Pick,
-    Wrapping,
-    _archive_sessions,
-    _kept,
-    _made_by_ray,
-    _session_in,
-    _stream,
-    error_line,
-    newest,
-    node_in,
-    role_of,
-)
+from .sources import Input, error_line
+from .sources.archives import _archive_sessions
+from .sources.decoding import Wrapping
+from .sources.naming import ARCHIVE_NAMES, LATEST, NODE_HEAD, SESSION, Pick, _kept, _made_by_ray, _session_in, newest, node_in, role_of
+from .sources.walk import _stream
 
 # `scheme://...`, or fsspec's chained `scheme::...` (simplecache::s3://...); a scheme of one
 # letter would be a drive (C:), not that there are drives here
@@ -228,7 +215,7 @@ def plan(url: str, session: str | None = None) -> list[tuple[str, int] | Input]:
 
 
 def sessions_under(url: str) -> set[str]:
-    """The Ray sessions at or under `url` (sources.sessions_under): the session its key lies
+    """The Ray sessions at or under `url` (sources.walk.sessions_under): the session its key lies
     in, else those of the objects under it and of the members of its tar archives."""
     try:
         listing = _listing(url)
@@ -246,7 +233,7 @@ def sessions_under(url: str) -> set[str]:
 
 
 def _object(listing: Listing, found: Found, path: str, pick: Pick | None) -> Iterator[Input]:
-    """One object, sniffed and read once as sources._stream reads a stream (an archive's
+    """One object, sniffed and read once as sources.walk._stream reads a stream (an archive's
     members, text, or told as binary): the stream opened to sniff it is the one read."""
     role, pid = role_of(found.key)
     node = _node(listing, found.key, role == "kernel")
@@ -289,7 +276,7 @@ class Remote(Wrapping):
 
 def _node(listing: Listing, key: str, kernel: bool) -> str | None:
     """The node of the raylet.out nearest at or above the object `key`, and for a kernel
-    log the raylet.out of a logs/ folder beside it first (as sources._folder gives it)."""
+    log the raylet.out of a logs/ folder beside it first (as sources.walk._folder gives it)."""
     folder = posixpath.dirname(key)
     while folder:
         for name in RAYLETS_BESIDE if kernel else RAYLET:

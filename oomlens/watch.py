@@ -37,7 +37,10 @@ from .events import Clue, Event, Source, fold
 from .outputs.json import incident as contract_incident
 from .reduce import READINGS
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
-from .sources import ARCHIVE_NAMES, BOM, SNIFF, error_line, files_under, hole_problem, is_binary, node_in, role_of, shown
+from .sources import error_line, files_under
+from .sources.decoding import BOM, SNIFF, hole_problem, is_binary
+from .sources.inputs import shown
+from .sources.naming import ARCHIVE_NAMES, node_in, role_of
 
 MAX_EVENTS = 500  # failures in the window
 MAX_SAMPLES = 500  # memory samples (gpu_memory) in the window: enough for a trend
@@ -233,7 +236,7 @@ class Watcher:
         f.node = f.node or self._node(f.path)  # raylet.out may name the node after the file began
         scanner = Scanner(FileContext(f.path, f.role, f.pid, f.node, f.year))
         scanner.resume(actor=f.actor if f.role == "worker" else None, line=f.context_line)
-        # UTF-8 marks removed before a line is read (sources.Text); the lines stay where they are
+        # UTF-8 marks removed before a line is read (sources.decoding.Text); the lines stay where they are
         found: list[Event | Clue] = list(scanner.events(io.BytesIO(text.replace(BOM, b"") if BOM in text else text)))
         f.year = scanner.ctx.year
         for key in f.open_keys:

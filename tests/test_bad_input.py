@@ -23,11 +23,12 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from oomlens import analyze, scan, sources
+from oomlens import analyze, scan
 from oomlens.grammars import families
 from oomlens.pipeline import read_input
 from oomlens.scan import CHUNK, OVERLAP, FileContext, Scanner
-from oomlens.sources import Input, discover, text_stream
+from oomlens.sources import Input, decoding, discover
+from oomlens.sources.decoding import text_stream
 
 TRIGGER = (
     "(raylet) [2025-04-02 15:02:00,117 E 135782 135782] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) "
@@ -216,7 +217,7 @@ def text_bomb(size: int) -> bytes:
 
 
 def test_gzip_bomb_is_stopped_quickly(tmp_path, monkeypatch):
-    monkeypatch.setattr(sources, "BOMB_FLOOR", 2 << 20)
+    monkeypatch.setattr(decoding, "BOMB_FLOOR", 2 << 20)
     (tmp_path / "bomb.log.gz").write_bytes(gzip.compress(summary(9)) + text_bomb(1 << 30))
     started = time.monotonic()
     diagnosis = analyze(str(tmp_path / "bomb.log.gz"))
@@ -230,7 +231,7 @@ def test_gzip_bomb_is_stopped_quickly(tmp_path, monkeypatch):
 
 
 def test_zstd_bomb_is_stopped(tmp_path, monkeypatch):
-    monkeypatch.setattr(sources, "BOMB_FLOOR", 2 << 20)
+    monkeypatch.setattr(decoding, "BOMB_FLOOR", 2 << 20)
     packed = zstandard.ZstdCompressor().compress(b"spam line\n" * (5 << 20))  # 50 MiB in a few kB
     (tmp_path / "bomb.zst").write_bytes(packed)
     item = analyze(str(tmp_path / "bomb.zst")).inputs[0]
@@ -248,7 +249,7 @@ def test_default_bomb_limit_stops_a_2gb_bomb_in_seconds():
     while chunk := stream.read(CHUNK):
         total += len(chunk)
     assert time.monotonic() - started < 5
-    assert sources.BOMB_FLOOR < total <= sources.BOMB_FLOOR + CHUNK
+    assert decoding.BOMB_FLOOR < total <= decoding.BOMB_FLOOR + CHUNK
     assert len(item.problems) == 1 and "(a decompression bomb?)" in item.problems[0]
 
 
@@ -410,7 +411,7 @@ def test_open_failing_after_discovery_is_a_problem(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(sources, "open", refuse, raising=False)
+    monkeypatch.setattr(decoding, "open", refuse, raising=False)
     assert read_input(item) == []
     assert (item.bytes, item.problems) == (0, ["cannot open (Permission denied): nothing read"])
 
@@ -505,7 +506,7 @@ def test_a_few_lines_before_a_hole_of_nul_bytes_are_read(hole, tmp_path):
 
 
 def test_a_few_bytes_before_a_hole_are_text_only_when_they_read_as_nothing_else():
-    from oomlens.sources import is_binary
+    from oomlens.sources.decoding import is_binary
 
     rng = random.Random(3)
     for _ in range(200):  # random bytes never pass as the few lines before a hole
@@ -518,7 +519,7 @@ def test_a_few_bytes_before_a_hole_are_text_only_when_they_read_as_nothing_else(
 
 
 def test_scattered_nul_bytes_are_binary_a_stray_one_is_not():
-    from oomlens.sources import is_binary
+    from oomlens.sources.decoding import is_binary
 
     text = b"INFO all is well\n" * 500
     assert not is_binary(text[:4000] + b"\0" + text[4000:])
@@ -530,7 +531,7 @@ def test_scattered_nul_bytes_are_binary_a_stray_one_is_not():
 def test_a_few_stray_nul_bytes_in_a_small_log_leave_it_text(tmp_path):
     """A torn write leaves a NUL or two in a line; a 1 KB log that holds two is still read
     (the fuzz run's f853feb50f66639c), while random bytes (one NUL in 256) stay binary."""
-    from oomlens.sources import is_binary
+    from oomlens.sources.decoding import is_binary
 
     text = summary(3)
     torn = text[:40] + b"\0" + text[40:80] + b"\0" + text[80:]

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import FIXTURES, SESSIONS
-from oomlens import analyze, sources
+from oomlens import analyze
 from oomlens.data import load
 from oomlens.envelopes import RECORD_BY_NAME, collector_of, peel, unwrapped
+from oomlens.sources import decoding
 
 sys.path.insert(0, str(Path(__file__).parent / "robustness"))
 from ops import record  # noqa: E402
@@ -153,13 +154,13 @@ def test_no_log_of_the_fixtures_is_taken_for_a_collector_s_records():
     """Every line of a head must be a record of one collector: no real log, no file of a real
     Ray session (its events/ files are Ray's own records, read where they stand) ever is."""
     paths = [p for p in sorted(FIXTURES.rglob("*")) if p.is_file() and "robustness" not in p.parts]
-    taken = [(str(p.relative_to(FIXTURES)), c.name) for p in paths if (c := collector_of(p.read_bytes()[: sources.RECORDS_HEAD])) is not None]
+    taken = [(str(p.relative_to(FIXTURES)), c.name) for p in paths if (c := collector_of(p.read_bytes()[: decoding.RECORDS_HEAD])) is not None]
     assert len(paths) > 1000 and taken == []
 
 
 def test_a_stream_of_records_is_read_as_its_lines_through_the_sources():
     text = record(b"(raylet) a\n  b\n", "journald_json")
-    stream = sources.as_text(io.BufferedReader(io.BytesIO(text)))
+    stream = decoding.as_text(io.BufferedReader(io.BytesIO(text)))
     assert stream.read() == b"[host/gpu-node-3] 2026-03-12T11:00:00.000000Z (raylet) a\n[host/gpu-node-3] 2026-03-12T11:00:00.037000Z   b\n"
 
 

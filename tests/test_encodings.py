@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import SESSIONS
-from oomlens import analyze, pipeline, sources
+from oomlens import analyze, pipeline
+from oomlens.sources import decoding
 
 CONSOLE = SESSIONS / "ray2.60-b-rl-actor-oom" / "driver-console.log"
 TWO_NODES = SESSIONS / "ray2.58-m-two-node-oom"
@@ -57,7 +58,7 @@ def test_a_mark_split_across_reads_is_still_removed():
     """The text arrives in reads of any size: a mark cut between two is removed whole."""
     data = b"a" * 8191 + BOM + b"b\n" + BOM + b"c"
     for step in (1, 2, 3, 8192, 8193):
-        text = sources.Text(_Trickle(data, step))
+        text = decoding.Text(_Trickle(data, step))
         assert b"".join(iter(lambda t=text: t.read(5), b"")) == b"a" * 8191 + b"b\nc"
 
 
@@ -122,7 +123,7 @@ def test_a_cut_xz_file_says_so_and_keeps_what_came_before(tmp_path):
 
 @pytest.mark.parametrize("codec,pack", [("xz", lzma.compress), ("bzip2", bz2.compress)])
 def test_an_xz_or_bzip2_bomb_is_stopped_as_gzip_s_is(tmp_path, monkeypatch, codec, pack):
-    monkeypatch.setattr(sources, "BOMB_FLOOR", 2 << 20)
+    monkeypatch.setattr(decoding, "BOMB_FLOOR", 2 << 20)
     (tmp_path / "bomb.log").write_bytes(pack(b"\n" * (40 << 20)))
     [item] = analyze(str(tmp_path / "bomb.log"), jobs=1).inputs
     assert any("a decompression bomb?" in p for p in item.problems), item.problems
@@ -218,7 +219,7 @@ def test_a_zip_file_is_read_member_by_member(tmp_path, method):
 
 
 def test_a_zip_bomb_is_stopped_at_the_ratio_to_its_declared_compressed_size(tmp_path, monkeypatch):
-    monkeypatch.setattr(sources, "BOMB_FLOOR", 2 << 20)
+    monkeypatch.setattr(decoding, "BOMB_FLOOR", 2 << 20)
     with zipfile.ZipFile(tmp_path / "bomb.zip", "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("driver.log", b"\n" * (40 << 20))
     [item] = [i for i in analyze(str(tmp_path / "bomb.zip"), jobs=1).inputs if i.path.endswith("driver.log")]

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tarfile
 
-from oomlens.sources import MAX_DEPTH
+from oomlens.sources.walk import MAX_DEPTH
 from oomlens.watch import Watcher
 
 LINE = (

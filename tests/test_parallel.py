@@ -58,7 +58,7 @@ def test_the_pool_gets_the_biggest_files_first_and_results_stay_in_input_order(t
     import zstandard
 
     from oomlens import pipeline
-    from oomlens.sources import text_size
+    from oomlens.sources.decoding import text_size
 
     (tmp_path / "a.log").write_bytes(b"x\n" * 100)
     (tmp_path / "b.log.gz").write_bytes(gzip.compress(b"y\n" * 50_000))  # small on disk, big inside

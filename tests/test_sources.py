@@ -19,7 +19,8 @@ import zstandard
 
 from conftest import SESSIONS
 from oomlens import analyze
-from oomlens.sources import discover, files_under, role_of
+from oomlens.sources import discover, files_under
+from oomlens.sources.naming import role_of
 
 SESSION = SESSIONS / "ray2.60-b-rl-actor-oom"
 WORKER_ID = "577e72818f8d827312e46e650d4f707c08c58d89c950d6c52c2d4f87"
