@@ -16,6 +16,7 @@ from . import collector
 from .events import Clue, Event, fold, from_rows, name_workers, number, to_rows
 from .grammars import Family, cues, families
 from .layout import laid_out
+from .options import Options
 from .progress import Tick, counted
 from .ranges import collect_ranges, ranges_of, read_range
 from .reduce import BUCKETS, NOTHING, Held, Reduction, Tally, counts, reduce_found, restore, restored, tally_of
@@ -26,6 +27,7 @@ from .sources.naming import session_start
 
 if TYPE_CHECKING:
     from .diagnosis import Diagnosis
+    from .kinds import Kinds
 
 WORKER_GC_THRESHOLD = 20_000  # new objects between two young collections in a worker (Python's default: 700)
 
@@ -49,12 +51,12 @@ def _scanned(item: Input, reduction: Reduction | None, fams: tuple[Family, ...] 
     return events
 
 
-def read_held(
-    item: Input, reduction: Reduction | None, fams: tuple[Family, ...] | None = None, tick: Tick | None = None
-) -> tuple[list[Event | Clue], Tally, Held]:
+def read_held(item: Input, options: Options, tick: Tick | None = None) -> tuple[list[Event | Clue], Tally, Held]:
     """An input's events as the process that concludes takes them: the readings the core
-    read whole that `reduction` keeps stay bytes (Reduction.held), the others are events."""
-    found = restored(_scanned(item, reduction, fams, tick), reduction, rows=False)
+    read whole that its reduction (to `options.budget`) keeps stay bytes (Reduction.held),
+    the others are events."""
+    reduction = options.reduction()
+    found = restored(_scanned(item, reduction, options.families, tick), reduction, rows=False)
     return (found, reduction.tally(), [(reduction.held(), None)]) if reduction is not None else (found, tally_of(found), [])
 
 
@@ -109,20 +111,12 @@ def analyze(
     default, and `node_timeout` the seconds a node has to answer); the objects at URLs
     among `paths` are shared out among its nodes and read there, the other paths here."""
     registry = registry or Registry.shipped()
-    with collector.paused(), contextlib.closing(_inputs(list(paths), jobs, progress, budget, registry, session, cluster, node_timeout)) as found:
-        return conclude(found, budget, registry)  # the events come in by the ten thousand, and stay
+    options = Options(jobs=jobs, budget=budget, session=session, added=registry.added, node_timeout=node_timeout)
+    with collector.paused(), contextlib.closing(_inputs(list(paths), options, progress, cluster)) as found:
+        return conclude(found, options, registry.kinds)  # the events come in by the ten thousand, and stay
 
 
-def _inputs(
-    paths: list[str],
-    jobs: int | None,
-    progress: Tick | None,
-    budget: int | None,
-    registry: Registry,
-    session: str | None,
-    cluster: str | None,
-    node_timeout: float | None,
-) -> Generator[Read]:
+def _inputs(paths: list[str], options: Options, progress: Tick | None, cluster: str | None) -> Generator[Read]:
     """The inputs of analyze: the cluster's nodes' first, when it names one, then those under `paths`."""
     if cluster is not None:
         from .cluster import read_cluster
@@ -130,24 +124,24 @@ def _inputs(
 
         shared = [p for p in paths if is_url(p)]  # objects every node reaches: read on the nodes
         paths = [p for p in paths if not is_url(p)]
-        yield from read_cluster(cluster, jobs, progress, budget, registry, session, node_timeout, shared)
-    yield from read_all(paths, jobs, progress, budget, registry, session)
+        yield from read_cluster(cluster, options, progress, shared)
+    yield from read_all(paths, options, progress)
 
 
 Read = tuple[Input, list[Event | Clue], Tally, Held]  # one input, what was found in it, its events' reduction, and the readings it holds as bytes
 
 
-def read_all(paths: list[str], jobs: int | None, progress: Tick | None, budget: int | None, registry: Registry, session: str | None) -> Generator[Read]:
+def read_all(paths: list[str], options: Options, progress: Tick | None = None) -> Generator[Read]:
     """Every input under `paths` with what it holds, in input order (see analyze): files
-    on disk are handed to a pool of `jobs` processes first, then each result is waited for
-    in turn. What was yielded is no longer held here."""
-    fams, added = registry.families, registry.added
-    jobs = jobs or os.cpu_count() or 1
+    on disk are handed to a pool of `options.jobs` processes first, then each result is
+    waited for in turn; `progress` is told of each (progress.Tick). What was yielded is no
+    longer held here."""
+    jobs = options.jobs or os.cpu_count() or 1
     read: list[tuple[Input, Any]] = []
     waiting: list[int] = []  # files found but not yet handed to the pool (their place in `read`)
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_started) if jobs > 1 else None
     try:
-        for item in discover(paths, session):
+        for item in discover(paths, options.session):
             if progress:
                 progress(item, 0)  # found: its size joins the total to read
             if pool is not None and item.file is not None:
@@ -155,12 +149,12 @@ def read_all(paths: list[str], jobs: int | None, progress: Tick | None, budget: 
                 read.append((item, None))
                 continue
             if pool is not None:  # keep the pool busy while this process reads a stream
-                _hand_out(pool, read, waiting, progress, jobs, budget, added)
-            read.append((item, read_held(item, _reduction(budget), fams, progress)))
+                _hand_out(pool, jobs, read, waiting, options, progress)
+            read.append((item, read_held(item, options, progress)))
             if progress:
                 progress(item)
         if pool is not None:
-            _hand_out(pool, read, waiting, progress, jobs, budget, added)
+            _hand_out(pool, jobs, read, waiting, options, progress)
         for index, (item, found) in enumerate(read):
             read[index] = (item, None)  # the future's result (rows) goes with it, once made into events
             yield (item, *_collect(item, found))
@@ -169,12 +163,12 @@ def read_all(paths: list[str], jobs: int | None, progress: Tick | None, budget: 
             pool.shutdown(cancel_futures=True)
 
 
-def conclude(read: Iterable[Read], budget: int | None, registry: Registry) -> Diagnosis:
+def conclude(read: Iterable[Read], options: Options, kinds: Kinds) -> Diagnosis:
     """The diagnosis of inputs read (by read_all, or on a cluster's nodes): each input's
-    readings join the others' as it comes in, events are placed in their Ray session,
-    workers named, reports of one occurrence folded within each session, and the whole
-    diagnosed."""
-    kept = _reduction(budget)
+    readings join the others' as it comes in (within `options.budget`), events are placed
+    in their Ray session, workers named, reports of one occurrence folded within each
+    session (the identity of their kind in `kinds`), and the whole diagnosed."""
+    kept = options.reduction()
     results = []
     for index, (item, found, tally, held) in enumerate(read):
         item.readings, item.failures = counts(tally)
@@ -205,12 +199,12 @@ def conclude(read: Iterable[Read], budget: int | None, registry: Registry) -> Di
     folded: list[Event] = []
     of: list[str | None] = []
     for name, of_session in by_session.items():  # reports of one occurrence are of one session
-        of_session = fold(of_session, registry.kinds)
+        of_session = fold(of_session, kinds)
         folded += of_session
         of += [name] * len(of_session)
     from .diagnosis import diagnose
 
-    return diagnose([item for item, _ in results], folded, clues, registry.kinds, of)
+    return diagnose([item for item, _ in results], folded, clues, kinds, of)
 
 
 def _placer(item: Input, sessions: list[str]) -> Callable[[Event], str | None]:
@@ -234,25 +228,17 @@ def _placer(item: Input, sessions: list[str]) -> Callable[[Event], str | None]:
     return place
 
 
-def _hand_out(
-    pool: ProcessPoolExecutor,
-    read: list,
-    waiting: list[int],
-    progress: Tick | None,
-    jobs: int,
-    budget: int | None,
-    added: tuple[Family, ...],
-) -> None:
-    """Submit the waiting files, the biggest first: a big file started last would leave the
-    other processes idle while it alone is read. A file too big for one process is read
-    as byte ranges by several."""
+def _hand_out(pool: ProcessPoolExecutor, jobs: int, read: list, waiting: list[int], options: Options, progress: Tick | None) -> None:
+    """Submit the waiting files to the `jobs` processes of `pool`, the biggest first: a big
+    file started last would leave the other processes idle while it alone is read. A file
+    too big for one process is read as byte ranges by several."""
     for index in sorted(waiting, key=lambda i: -read[i][0].size):
         item = read[index][0]
-        spans = ranges_of(item, jobs, (*families(), *added))
+        spans = ranges_of(item, jobs, options.families)
         if spans is None:
-            future: Future | list[Future] = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node, budget, added)
+            future: Future | list[Future] = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node, options)
         else:
-            future = [pool.submit(read_range, item.file, item.role, item.pid, item.node, span, spans[1], budget, added) for span in spans[0]]
+            future = [pool.submit(read_range, item.file, item.role, item.pid, item.node, span, spans[1], options) for span in spans[0]]
         if progress:
             _tell(progress, item, future, spans[0] if spans is not None else None)
         read[index] = (item, future)
@@ -290,16 +276,12 @@ def _worker_started() -> None:
     gc.enable()
 
 
-def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None, budget: int | None, added: tuple[Family, ...] = ()) -> tuple:
+def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None, options: Options) -> tuple:
     """In a worker process: scan one file, return what the parent needs of its Input (the
     events as rows of plain values, events.to_rows) and of its events' reduction."""
     item = reopen(Input(file, role, pid, node, file=file))
-    found, reduced, held = read_held(item, _reduction(budget), (*families(), *added) if added else None)
+    found, reduced, held = read_held(item, options)
     return to_rows(found), item.bytes, item.lines, item.problems, reduced, held
-
-
-def _reduction(budget: int | None) -> Reduction | None:
-    return Reduction(budget) if budget is not None else None
 
 
 def _collect(item: Input, found: Any) -> tuple[list[Event | Clue], Tally, Held]:

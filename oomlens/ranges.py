@@ -12,7 +12,7 @@ import io
 import itertools
 import os
 from concurrent.futures import Future
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from .events import Clue, Event, from_rows, to_rows
 from .grammars import Family, cues, families
@@ -22,6 +22,9 @@ from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_probl
 from .sources import Input, error_line
 from .sources.decoding import BOM, ENCODED, Text, compressed, marks_in, records_of
 from .times import YEAR, Stamp, first_stamp, node_of_line
+
+if TYPE_CHECKING:
+    from .options import Options
 
 RANGE_MIN = 32 << 20  # a file this big or bigger is read by several processes, a byte range each
 READ_STEP = 4 << 20  # bytes read at a time where a range's lines are counted or its first time looked for
@@ -87,8 +90,7 @@ def read_range(
     node: str | None,
     span: tuple[int, int, int, int],
     year: int | None,
-    budget: int | None,
-    added: tuple[Family, ...] = (),
+    options: Options,
 ) -> tuple:
     """In a worker process: scan one byte range of a big file (see ranges_of). Returns the
     events as rows numbered as the whole file's lines, its events reduced as the whole
@@ -96,8 +98,8 @@ def read_range(
     own part prints (for events of the range before it that had no time after them)."""
     lo, own_lo, own_hi, hi = span
     ctx = FileContext(file, role, pid, node, year)
-    reduction = Reduction(budget) if budget is not None else None
-    scanner = Scanner(ctx, (*families(), *added) if added else None, pools=reduction.readings if reduction is not None else None)
+    reduction = options.reduction()
+    scanner = Scanner(ctx, options.families, pools=reduction.readings if reduction is not None else None)
     found: list[Event | Clue | None] = []
     with open(file, "rb") as fh:
         # the text read has no UTF-8 marks (sources.decoding.Text): the range's own part starts sooner in it
