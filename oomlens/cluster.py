@@ -31,15 +31,14 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .events import Clue, Event, from_rows, to_rows
-from .grammars import Family, families, grammar_dir
-from .kinds import shipped
+from .grammars import grammar_dir
+from .options import Options
 from .pipeline import Read, read_all
-from .reduce import BUCKETS, NOTHING, with_held
-from .registry import Registry
+from .reduce import NOTHING, with_held
 from .sources import Input, error_line
 
 if TYPE_CHECKING:
@@ -83,23 +82,14 @@ class NodeInput(Input):
         return out
 
 
-def read_cluster(
-    address: str,
-    jobs: int | None = None,
-    progress: Tick | None = None,
-    budget: int | None = BUCKETS,
-    registry: Registry | None = None,
-    session: str | None = None,
-    timeout: float | None = None,
-    spread: list[str] | None = None,
-) -> Generator[Read]:
+def read_cluster(address: str, options: Options, progress: Tick | None = None, spread: list[str] | None = None) -> Generator[Read]:
     """Every input of every node of the cluster at `address` ("auto", "host:port",
     "ray://..."), as read on its node, node after node by IP (see Cluster.read); then the
     objects at the URLs `spread`, read on the cluster's nodes (see Cluster.spread)."""
     with Cluster(address) as cluster:
-        yield from cluster.read(jobs, progress, budget, registry, session, timeout)
+        yield from cluster.read(options, progress)
         for url in spread or ():
-            yield from cluster.spread(url, jobs, progress, budget, registry, session, timeout)
+            yield from cluster.spread(url, options, progress)
 
 
 class Cluster:
@@ -130,25 +120,17 @@ class Cluster:
         if self.started:
             _ray().shutdown()
 
-    def read(
-        self,
-        jobs: int | None = None,
-        progress: Tick | None = None,
-        budget: int | None = BUCKETS,
-        registry: Registry | None = None,
-        session: str | None = None,
-        timeout: float | None = None,
-        paths: dict[str, list[str]] | None = None,
-    ) -> Generator[Read]:
+    def read(self, options: Options, progress: Tick | None = None, paths: dict[str, list[str]] | None = None) -> Generator[Read]:
         """What every node holds, read there: its logs of the session the cluster runs (of
-        `session` instead: "latest" or a session_* name, looked for in the node's Ray
-        folder), or the paths `paths` gives for its Ray node id (a node it leaves out is not
-        asked). `jobs` processes read on each node (default one: a node of a live run is
-        busy); a node has `timeout` seconds (NODE_TIMEOUT_S) to answer."""
+        `options.session` instead: "latest" or a session_* name, looked for in the node's
+        Ray folder), or the paths `paths` gives for its Ray node id (a node it leaves out is
+        not asked). `options.jobs` processes read on each node (default one: a node of a
+        live run is busy); a node has `options.node_timeout` seconds (NODE_TIMEOUT_S) to
+        answer."""
         ray = _ray()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        registry = registry or Registry.shipped()
+        on_node = replace(options, jobs=options.jobs or 1)
         scan = ray.remote(scan_node)
         nodes = _nodes()
         if paths is not None:
@@ -158,8 +140,8 @@ class Cluster:
             if node["Alive"]:
                 strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
                 task = scan.options(num_cpus=0, max_retries=0, scheduling_strategy=strategy, name="oomlens.scan_node")
-                asked[node["NodeID"]] = task.remote(None if paths is None else paths[node["NodeID"]], session, jobs or 1, budget, registry.added)
-        timeout = NODE_TIMEOUT_S if timeout is None else timeout
+                asked[node["NodeID"]] = task.remote(None if paths is None else paths[node["NodeID"]], on_node)
+        timeout = NODE_TIMEOUT_S if options.node_timeout is None else options.node_timeout
         _, late = ray.wait(list(asked.values()), num_returns=len(asked), timeout=timeout) if asked else ([], [])
         for ref in late:
             ray.cancel(ref, force=True)
@@ -191,16 +173,7 @@ class Cluster:
                     progress(item)
                 yield item, found, reduced, held
 
-    def spread(
-        self,
-        url: str,
-        jobs: int | None = None,
-        progress: Tick | None = None,
-        budget: int | None = BUCKETS,
-        registry: Registry | None = None,
-        session: str | None = None,
-        timeout: float | None = None,
-    ) -> Generator[Read]:
+    def spread(self, url: str, options: Options, progress: Tick | None = None) -> Generator[Read]:
         """The objects at `url` (object storage every node reaches), read on the cluster's
         alive nodes rather than here: listed here (urls.plan), shared out biggest first,
         each to the node with the fewest bytes so far, read there as `discover` reads one
@@ -208,11 +181,9 @@ class Cluster:
         the one a read here gives. What a node could not read is read here; a URL with
         nothing to share (nothing at it, not listable) is read here, which tells why."""
         from . import urls
-        from .pipeline import read_all
         from .sources.naming import newest
 
-        registry = registry or Registry.shipped()
-        name = newest(urls.sessions_under(url)) if session == "latest" else session  # one name for every node
+        name = newest(urls.sessions_under(url)) if options.session == "latest" else options.session  # one name for every node
         try:
             walk = urls.plan(url, name)
         except urls.Unreadable:
@@ -220,7 +191,7 @@ class Cluster:
         objects = [each for each in walk if isinstance(each, tuple)]
         nodes = [n for n in _nodes() if n["Alive"]]
         if not objects or not nodes:
-            yield from read_all([url], jobs, progress, budget, registry, session)
+            yield from read_all([url], options, progress)
             return
         load = {n["NodeID"]: 0 for n in nodes}
         share: dict[str, list[str]] = {n["NodeID"]: [] for n in nodes}
@@ -230,7 +201,8 @@ class Cluster:
             load[node] += size
         arrived: dict[str, list[Read]] = {}  # object -> its inputs (an archive's members, or the object)
         pending = {node: collections.deque(paths) for node, paths in share.items()}
-        for item, found, reduced, held in self.read(jobs, progress, budget, registry, name, timeout, {k: v for k, v in share.items() if v}):
+        named = replace(options, session=name)
+        for item, found, reduced, held in self.read(named, progress, {k: v for k, v in share.items() if v}):
             node = item.ray_node if isinstance(item, NodeInput) else None
             if node is None or node["state"] != "read":
                 yield item, found, reduced, held  # a node not read: its objects are read here, below
@@ -245,7 +217,7 @@ class Cluster:
             elif each[0] in arrived:
                 yield from arrived.pop(each[0])
             else:
-                yield from read_all([each[0]], 1, progress, budget, registry, name)
+                yield from read_all([each[0]], replace(named, jobs=1), progress)
 
 
 def _nodes() -> list[dict[str, Any]]:
@@ -295,16 +267,16 @@ def _modules(folder: str) -> list[str]:
     return shipped
 
 
-def scan_node(paths: list[str] | None, session: str | None, jobs: int, budget: int | None, added: tuple[Family, ...]) -> tuple[tuple | None, list[tuple]]:
+def scan_node(paths: list[str] | None, options: Options) -> tuple[tuple | None, list[tuple]]:
     """On a node, as a Ray task: read `paths`, or this node's logs of the session the cluster
-    runs (of `session`: found in the node's Ray folder), as `parse` reads them; return where
-    that folder is (folder_of) and each input's facts with its events and clues as rows of
-    plain values (events.to_rows) and its readings' reduction. No log's bytes leave the node."""
-    registry = Registry((*families(), *added), shipped())  # kinds are not read on a node
-    here = None if paths else _here(session)
+    runs (of `options.session`: found in the node's Ray folder), as `parse` reads them;
+    return where that folder is (folder_of) and each input's facts with its events and clues
+    as rows of plain values (events.to_rows) and its readings' reduction. No log's bytes
+    leave the node (and no kinds reach it: they are read where the run concludes)."""
+    here = None if paths else _here(options.session)
     reading = [here] if here is not None else paths or []
     out = []
-    with contextlib.closing(read_all(reading, jobs, None, budget, registry, session)) as found:
+    with contextlib.closing(read_all(reading, options)) as found:
         for item, events, reduced, held in found:
             facts = (item.path, item.role, item.pid, item.node, item.bytes, item.lines, item.problems, item.session, item.opener is not None)
             out.append((facts, to_rows(with_held(events, held)), reduced))  # its paths are named as the node's below: rows of every event

@@ -6,31 +6,30 @@ import bisect
 import contextlib
 import gc
 import io
-import itertools
 import os
 import threading
 from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 from . import collector
 from .events import Clue, Event, fold, from_rows, name_workers, number, to_rows
 from .grammars import Family, cues, families
-from .layout import LAYOUT_HEAD, blanks_added, laid_out, newest_first, stamped_later, wrap_layout
+from .layout import laid_out
+from .options import Options
 from .progress import Tick, counted
-from .reduce import BUCKETS, NOTHING, Held, Reduction, Tally, counts, joined, reduce_found, restore, restored, tally_of
+from .ranges import collect_ranges, ranges_of, read_range
+from .reduce import BUCKETS, NOTHING, Held, Reduction, Tally, counts, reduce_found, restore, restored, tally_of
 from .registry import Registry
-from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, set_latest
+from .scan import FileContext, Scanner
 from .sources import Input, discover, error_line, reopen
-from .sources.decoding import BOM, ENCODED, Text, compressed, marks_in, records_of
 from .sources.naming import session_start
-from .times import YEAR, Stamp, first_stamp, node_of_line
 
 if TYPE_CHECKING:
     from .diagnosis import Diagnosis
+    from .kinds import Kinds
 
 WORKER_GC_THRESHOLD = 20_000  # new objects between two young collections in a worker (Python's default: 700)
-RANGE_MIN = 32 << 20  # a file this big or bigger is read by several processes, a byte range each
 
 
 def read_input(item: Input, reduction: Reduction | None = None, fams: tuple[Family, ...] | None = None, tick: Tick | None = None) -> list[Event | Clue]:
@@ -52,12 +51,12 @@ def _scanned(item: Input, reduction: Reduction | None, fams: tuple[Family, ...] 
     return events
 
 
-def read_held(
-    item: Input, reduction: Reduction | None, fams: tuple[Family, ...] | None = None, tick: Tick | None = None
-) -> tuple[list[Event | Clue], Tally, Held]:
+def read_held(item: Input, options: Options, tick: Tick | None = None) -> tuple[list[Event | Clue], Tally, Held]:
     """An input's events as the process that concludes takes them: the readings the core
-    read whole that `reduction` keeps stay bytes (Reduction.held), the others are events."""
-    found = restored(_scanned(item, reduction, fams, tick), reduction, rows=False)
+    read whole that its reduction (to `options.budget`) keeps stay bytes (Reduction.held),
+    the others are events."""
+    reduction = options.reduction()
+    found = restored(_scanned(item, reduction, options.families, tick), reduction, rows=False)
     return (found, reduction.tally(), [(reduction.held(), None)]) if reduction is not None else (found, tally_of(found), [])
 
 
@@ -112,20 +111,12 @@ def analyze(
     default, and `node_timeout` the seconds a node has to answer); the objects at URLs
     among `paths` are shared out among its nodes and read there, the other paths here."""
     registry = registry or Registry.shipped()
-    with collector.paused(), contextlib.closing(_inputs(list(paths), jobs, progress, budget, registry, session, cluster, node_timeout)) as found:
-        return conclude(found, budget, registry)  # the events come in by the ten thousand, and stay
+    options = Options(jobs=jobs, budget=budget, session=session, added=registry.added, node_timeout=node_timeout)
+    with collector.paused(), contextlib.closing(_inputs(list(paths), options, progress, cluster)) as found:
+        return conclude(found, options, registry.kinds)  # the events come in by the ten thousand, and stay
 
 
-def _inputs(
-    paths: list[str],
-    jobs: int | None,
-    progress: Tick | None,
-    budget: int | None,
-    registry: Registry,
-    session: str | None,
-    cluster: str | None,
-    node_timeout: float | None,
-) -> Generator[Read]:
+def _inputs(paths: list[str], options: Options, progress: Tick | None, cluster: str | None) -> Generator[Read]:
     """The inputs of analyze: the cluster's nodes' first, when it names one, then those under `paths`."""
     if cluster is not None:
         from .cluster import read_cluster
@@ -133,24 +124,24 @@ def _inputs(
 
         shared = [p for p in paths if is_url(p)]  # objects every node reaches: read on the nodes
         paths = [p for p in paths if not is_url(p)]
-        yield from read_cluster(cluster, jobs, progress, budget, registry, session, node_timeout, shared)
-    yield from read_all(paths, jobs, progress, budget, registry, session)
+        yield from read_cluster(cluster, options, progress, shared)
+    yield from read_all(paths, options, progress)
 
 
 Read = tuple[Input, list[Event | Clue], Tally, Held]  # one input, what was found in it, its events' reduction, and the readings it holds as bytes
 
 
-def read_all(paths: list[str], jobs: int | None, progress: Tick | None, budget: int | None, registry: Registry, session: str | None) -> Generator[Read]:
+def read_all(paths: list[str], options: Options, progress: Tick | None = None) -> Generator[Read]:
     """Every input under `paths` with what it holds, in input order (see analyze): files
-    on disk are handed to a pool of `jobs` processes first, then each result is waited for
-    in turn. What was yielded is no longer held here."""
-    fams, added = registry.families, registry.added
-    jobs = jobs or os.cpu_count() or 1
+    on disk are handed to a pool of `options.jobs` processes first, then each result is
+    waited for in turn; `progress` is told of each (progress.Tick). What was yielded is no
+    longer held here."""
+    jobs = options.jobs or os.cpu_count() or 1
     read: list[tuple[Input, Any]] = []
     waiting: list[int] = []  # files found but not yet handed to the pool (their place in `read`)
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_started) if jobs > 1 else None
     try:
-        for item in discover(paths, session):
+        for item in discover(paths, options.session):
             if progress:
                 progress(item, 0)  # found: its size joins the total to read
             if pool is not None and item.file is not None:
@@ -158,12 +149,12 @@ def read_all(paths: list[str], jobs: int | None, progress: Tick | None, budget: 
                 read.append((item, None))
                 continue
             if pool is not None:  # keep the pool busy while this process reads a stream
-                _hand_out(pool, read, waiting, progress, jobs, budget, added)
-            read.append((item, read_held(item, _reduction(budget), fams, progress)))
+                _hand_out(pool, jobs, read, waiting, options, progress)
+            read.append((item, read_held(item, options, progress)))
             if progress:
                 progress(item)
         if pool is not None:
-            _hand_out(pool, read, waiting, progress, jobs, budget, added)
+            _hand_out(pool, jobs, read, waiting, options, progress)
         for index, (item, found) in enumerate(read):
             read[index] = (item, None)  # the future's result (rows) goes with it, once made into events
             yield (item, *_collect(item, found))
@@ -172,12 +163,12 @@ def read_all(paths: list[str], jobs: int | None, progress: Tick | None, budget: 
             pool.shutdown(cancel_futures=True)
 
 
-def conclude(read: Iterable[Read], budget: int | None, registry: Registry) -> Diagnosis:
+def conclude(read: Iterable[Read], options: Options, kinds: Kinds) -> Diagnosis:
     """The diagnosis of inputs read (by read_all, or on a cluster's nodes): each input's
-    readings join the others' as it comes in, events are placed in their Ray session,
-    workers named, reports of one occurrence folded within each session, and the whole
-    diagnosed."""
-    kept = _reduction(budget)
+    readings join the others' as it comes in (within `options.budget`), events are placed
+    in their Ray session, workers named, reports of one occurrence folded within each
+    session (the identity of their kind in `kinds`), and the whole diagnosed."""
+    kept = options.reduction()
     results = []
     for index, (item, found, tally, held) in enumerate(read):
         item.readings, item.failures = counts(tally)
@@ -208,12 +199,12 @@ def conclude(read: Iterable[Read], budget: int | None, registry: Registry) -> Di
     folded: list[Event] = []
     of: list[str | None] = []
     for name, of_session in by_session.items():  # reports of one occurrence are of one session
-        of_session = fold(of_session, registry.kinds)
+        of_session = fold(of_session, kinds)
         folded += of_session
         of += [name] * len(of_session)
     from .diagnosis import diagnose
 
-    return diagnose([item for item, _ in results], folded, clues, registry.kinds, of)
+    return diagnose([item for item, _ in results], folded, clues, kinds, of)
 
 
 def _placer(item: Input, sessions: list[str]) -> Callable[[Event], str | None]:
@@ -237,25 +228,17 @@ def _placer(item: Input, sessions: list[str]) -> Callable[[Event], str | None]:
     return place
 
 
-def _hand_out(
-    pool: ProcessPoolExecutor,
-    read: list,
-    waiting: list[int],
-    progress: Tick | None,
-    jobs: int,
-    budget: int | None,
-    added: tuple[Family, ...],
-) -> None:
-    """Submit the waiting files, the biggest first: a big file started last would leave the
-    other processes idle while it alone is read. A file too big for one process is read
-    as byte ranges by several."""
+def _hand_out(pool: ProcessPoolExecutor, jobs: int, read: list, waiting: list[int], options: Options, progress: Tick | None) -> None:
+    """Submit the waiting files to the `jobs` processes of `pool`, the biggest first: a big
+    file started last would leave the other processes idle while it alone is read. A file
+    too big for one process is read as byte ranges by several."""
     for index in sorted(waiting, key=lambda i: -read[i][0].size):
         item = read[index][0]
-        spans = _ranges(item, jobs, (*families(), *added))
+        spans = ranges_of(item, jobs, options.families)
         if spans is None:
-            future: Future | list[Future] = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node, budget, added)
+            future: Future | list[Future] = pool.submit(_read_elsewhere, item.file, item.role, item.pid, item.node, options)
         else:
-            future = [pool.submit(_read_range, item.file, item.role, item.pid, item.node, span, spans[1], budget, added) for span in spans[0]]
+            future = [pool.submit(read_range, item.file, item.role, item.pid, item.node, span, spans[1], options) for span in spans[0]]
         if progress:
             _tell(progress, item, future, spans[0] if spans is not None else None)
         read[index] = (item, future)
@@ -282,143 +265,6 @@ def _tell(progress: Tick, item: Input, future: Future | list[Future], spans: lis
         part.add_done_callback(done)
 
 
-def _ranges(item: Input, jobs: int, fams: tuple[Family, ...] | None = None) -> tuple[list[tuple[int, int, int, int]], int | None] | None:
-    """How to read a big plain file in byte ranges: (start of what is read, start and end of
-    what is its own, end of what is read) for each, and the year its head shows; None for a
-    file to read whole (small, compressed, or a paste whose layout must be learned whole).
-
-    Each range begins MAX_BLOCK before its own part and ends MAX_BLOCK after it, at line
-    breaks: a block begun before the range is seen whole, so its lines are not read as new
-    blocks, and one begun inside it is read to its end."""
-    if jobs < 2 or item.file is None or item.size < 2 * RANGE_MIN:
-        return None
-    try:
-        with open(item.file, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            head = fh.read(LAYOUT_HEAD)
-            # compressed or UTF-16 text is read by one, and so is a hole
-            records = head.lstrip(BOM)  # a collector's records, one a line or in one JSON document: read by one
-            encoded = head.startswith((*ENCODED, b"\0")) or compressed(head) or records_of(records) is not None
-            told = cues(fams if fams is not None else families())
-            if encoded or blanks_added(head) is not None or stamped_later(head) or newest_first(head, told.blocks) or wrap_layout(head, False, told.triggers):
-                return None
-            cuts = [0]
-            for k in range(1, min(jobs, size // RANGE_MIN)):
-                cut = _line_after(fh, size * k // min(jobs, size // RANGE_MIN))
-                if cuts[-1] < cut < size:
-                    cuts.append(cut)
-            cuts.append(size)
-            if len(cuts) < 3:
-                return None
-            spans = []
-            for own_lo, own_hi in itertools.pairwise(cuts):
-                lo = 0 if own_lo == 0 else _line_after(fh, max(0, own_lo - MAX_BLOCK))
-                hi = size if own_hi == size else _line_after(fh, min(size, own_hi + MAX_BLOCK))
-                spans.append((lo, own_lo, own_hi, hi))
-    except OSError:
-        return None
-    m = YEAR.search(head, 0, min(len(head), 1 << 16))
-    return spans, int(m.group(1)) if m else None
-
-
-def _line_after(fh: BinaryIO, at: int) -> int:
-    """The offset just after the line break at or after `at` (the file's end if none), read
-    a step at a time: a line may be hundreds of megabytes long."""
-    if at == 0:
-        return 0
-    fh.seek(at)
-    while data := fh.read(READ_STEP):
-        found = data.find(b"\n")
-        if found >= 0:
-            return at + found + 1
-        at += len(data)
-    return at
-
-
-def _read_range(
-    file: str,
-    role: str,
-    pid: int | None,
-    node: str | None,
-    span: tuple[int, int, int, int],
-    year: int | None,
-    budget: int | None,
-    added: tuple[Family, ...] = (),
-) -> tuple:
-    """In a worker process: scan one byte range of a big file (see _ranges). Returns the
-    events as rows numbered as the whole file's lines, its events reduced as the whole
-    file's would be, the line breaks in its own part, its problems, and the first time its
-    own part prints (for events of the range before it that had no time after them)."""
-    lo, own_lo, own_hi, hi = span
-    ctx = FileContext(file, role, pid, node, year)
-    reduction = _reduction(budget)
-    scanner = Scanner(ctx, (*families(), *added) if added else None, pools=reduction.readings if reduction is not None else None)
-    found: list[Event | Clue | None] = []
-    with open(file, "rb") as fh:
-        # the text read has no UTF-8 marks (sources.decoding.Text): the range's own part starts sooner in it
-        before, inside = marks_in(fh, lo, own_lo), marks_in(fh, own_lo, own_hi)
-        shift = _count_lines(fh, 0, lo)  # the file's lines before the range: its events are numbered as the whole file's
-        scanner.resume((own_lo - lo - before, own_hi - lo - before - inside), *(context_before(fh, lo, ctx) if lo else (None, None, None)), line=shift + 1)
-        own = _count_lines(fh, own_lo, own_hi)
-        first, first_node = _first_time(fh, own_lo, own_hi, node is None) if own_lo else (None, None)
-        fh.seek(lo)
-        part = _Slice(fh, hi - lo)
-        for x in scanner.events(io.BufferedReader(Text(part))):
-            # numbered before it is taken: a reading that prints no time is placed by its line
-            found.append(x if reduction is None else reduction.take(x, (0, len(found))))
-        if part.left:  # the file ended before the range: truncated since it was measured
-            scanner.problems.append(f"shrank while read (truncated, as logrotate's copytruncate does): bytes {hi - part.left}-{hi} were gone")
-    kept = restored(found, reduction, rows=False)
-    opened = [i for i, x in enumerate(kept) if isinstance(x, Event) and is_open(x)]
-    held = reduction.held() if reduction is not None else {}
-    return to_rows(kept), own, (scanner.problems, scanner.counts()), (first, first_node), opened, ctx.year, held, _reduced(kept, reduction)[1]
-
-
-READ_STEP = 4 << 20  # bytes read at a time where a range's lines are counted or its first time looked for
-
-
-def _count_lines(fh: BinaryIO, lo: int, hi: int) -> int:
-    """The line breaks in bytes lo..hi of the file, read a step at a time."""
-    fh.seek(lo)
-    count = 0
-    while lo < hi and (data := fh.read(min(READ_STEP, hi - lo))):
-        count += newlines(data, 0, len(data))
-        lo += len(data)
-    return count
-
-
-def _first_time(fh: BinaryIO, lo: int, hi: int, nodeless: bool) -> tuple[Stamp | None, str | None]:
-    """The first time printed in bytes lo..hi (lo at a line start), and the node whose line
-    printed it in a file of many nodes' lines; read a step at a time, each step ending at a
-    line break (a line longer than a step is read in pieces that overlap by a time's width)."""
-    fh.seek(lo)
-    while lo < hi and (data := fh.read(min(READ_STEP, hi - lo))):
-        cut = data.rfind(b"\n") + 1 if lo + len(data) < hi else len(data)
-        cut = cut or max(1, len(data) - 64)  # no line break in the step: keep the last bytes for the next
-        stamp, at = first_stamp(data, 0, cut)
-        if stamp is not None:
-            return stamp, node_of_line(data, at, cut) if nodeless else None
-        lo += cut
-        fh.seek(lo)
-    return None, None
-
-
-class _Slice(io.RawIOBase):
-    """The next `size` bytes of an open file, as a stream."""
-
-    def __init__(self, fh: BinaryIO, size: int) -> None:
-        self.fh, self.left = fh, size
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        data = self.fh.read(min(len(buffer), self.left))
-        buffer[: len(data)] = data
-        self.left -= len(data)
-        return len(data)
-
-
 def _worker_started() -> None:
     """Once in each worker process. What it inherited from the parent (modules, grammars,
     compiled patterns) goes to the cycle collector's permanent generation: walking those
@@ -430,25 +276,17 @@ def _worker_started() -> None:
     gc.enable()
 
 
-def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None, budget: int | None, added: tuple[Family, ...] = ()) -> tuple:
+def _read_elsewhere(file: str, role: str, pid: int | None, node: str | None, options: Options) -> tuple:
     """In a worker process: scan one file, return what the parent needs of its Input (the
     events as rows of plain values, events.to_rows) and of its events' reduction."""
     item = reopen(Input(file, role, pid, node, file=file))
-    found, reduced, held = read_held(item, _reduction(budget), (*families(), *added) if added else None)
+    found, reduced, held = read_held(item, options)
     return to_rows(found), item.bytes, item.lines, item.problems, reduced, held
-
-
-def _reduction(budget: int | None) -> Reduction | None:
-    return Reduction(budget) if budget is not None else None
-
-
-def _reduced(found: list[Event | Clue], reduction: Reduction | None) -> tuple[list[Event | Clue], Tally]:
-    return found, reduction.tally() if reduction is not None else tally_of(found)
 
 
 def _collect(item: Input, found: Any) -> tuple[list[Event | Clue], Tally, Held]:
     if isinstance(found, list) and found and isinstance(found[0], Future):
-        return _collect_ranges(item, found)
+        return collect_ranges(item, found)
     if not isinstance(found, Future):
         return found
     try:
@@ -458,50 +296,6 @@ def _collect(item: Input, found: Any) -> tuple[list[Event | Clue], Tally, Held]:
         return [], NOTHING, []
     item.problems.extend(problems)
     return from_rows(rows), reduced, held
-
-
-def _collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Clue], Tally, Held]:
-    """One file's events from its ranges, as a scan of the whole file gives them: an event
-    with no time after it in its range ends its interval at the first time a later range
-    prints (the readings a range holds as bytes are told it with them); the ranges' events
-    are reduced together."""
-    assert item.file is not None  # only a file on disk is read in ranges (see _ranges)
-    found: list[Event | Clue] = []
-    lines = 0
-    pending: list[Event] = []  # open events of earlier ranges
-    ctx = FileContext(item.path, item.role, item.pid, item.node)
-    try:
-        results = [future.result() for future in futures]
-    except Exception as err:  # noqa: BLE001 - a worker that died costs only its input
-        item.problems.append(f"oomlens failed on this input (please report): {error_line(err)}")
-        return [], NOTHING, []
-    held: Held = []
-    after = None  # the first time of the ranges after this one
-    for *_, (first, first_node), _, _, by_kind, _ in reversed(results):
-        held.insert(0, (by_kind, after))
-        after = (first, first_node) if first is not None else after
-    long_lines = bad_lines = 0
-    for rows, own_lines, (problems, (longs, bads)), (first, first_node), open_at, year, _, _ in results:
-        long_lines, bad_lines = long_lines + longs, bad_lines + bads
-        ctx.year = ctx.year or year
-        if first is not None and pending:
-            for event in pending:
-                set_latest(event, first, first_node, ctx)
-            pending = []
-        part = from_rows(rows)
-        pending += [part[i] for i in open_at]
-        found += part
-        lines += own_lines
-        item.problems.extend(problems)
-    item.problems.extend(counted_problems(long_lines, bad_lines))
-    item.bytes, item.lines = item.size, lines + (1 if item.size and not _ends_with_break(item.file) else 0)
-    return found, joined([result[-1] for result in results]), held
-
-
-def _ends_with_break(path: str) -> bool:
-    with open(path, "rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"\n"
 
 
 def parse_text(text: str, name: str = "<text>", registry: Registry | None = None) -> list[Event]:

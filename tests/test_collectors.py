@@ -213,15 +213,15 @@ def test_a_json_document_cut_short_keeps_what_it_holds_and_one_of_no_records_sta
 def test_a_json_document_is_read_by_one_process(tmp_path, monkeypatch):
     """A document's records are not cut at line breaks: its byte ranges would start inside
     one record, so a big document is never read in ranges."""
-    from oomlens import pipeline
+    from oomlens import ranges
     from oomlens.sources import discover
 
     entry = {"textPayload": "step 1 done " + "x" * 200, "timestamp": "2026-03-12T11:17:34Z", "severity": "DEFAULT", "resource": {"type": "k8s_container"}}
     shipped = tmp_path / "export.json"
     shipped.write_text(json.dumps([entry] * 20000, indent=2))
-    monkeypatch.setattr(pipeline, "RANGE_MIN", 1 << 19)
+    monkeypatch.setattr(ranges, "RANGE_MIN", 1 << 19)
     [item] = discover([str(shipped)])
-    assert item.size > 4 * pipeline.RANGE_MIN and pipeline._ranges(item, 3) is None
+    assert item.size > 4 * ranges.RANGE_MIN and ranges.ranges_of(item, 3) is None
 
 
 @pytest.mark.parametrize("collector", ["docker_json", "journald_json", "journald_export"])

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import SESSIONS
-from oomlens import analyze, pipeline
+from oomlens import analyze, ranges
 from oomlens.sources import decoding
 
 CONSOLE = SESSIONS / "ray2.60-b-rl-actor-oom" / "driver-console.log"
@@ -89,7 +89,7 @@ def test_utf16_with_its_mark_reads_as_the_text(tmp_path, codec):
 
 def test_a_big_file_read_in_ranges_with_marks_inside_gives_the_whole_file_s_events(tmp_path, monkeypatch):
     """Byte ranges read by several processes: the marks before a range's own part shift it."""
-    monkeypatch.setattr(pipeline, "RANGE_MIN", 1 << 16)
+    monkeypatch.setattr(ranges, "RANGE_MIN", 1 << 16)
     text = CONSOLE.read_bytes()
     # each copy its own pids: an event read twice, or lost, at a range's edge shows
     copies = [text.replace(b"1452", f"{2000 + n}".encode()) for n in range(48)]

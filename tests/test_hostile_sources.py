@@ -269,11 +269,12 @@ def test_a_file_truncated_while_read_tells_what_it_lost(tmp_path):
 def test_a_byte_range_past_a_file_s_new_end_tells_what_was_gone(tmp_path):
     """A big file is read in byte ranges measured before: a range the file no longer reaches
     says which bytes were gone."""
-    from oomlens.pipeline import _read_range
+    from oomlens.options import Options
+    from oomlens.ranges import read_range
 
     log = tmp_path / "raylet.out"
     log.write_bytes(_stamped(50))
     size = len(_stamped(50))
-    rows, _own, (problems, _counts), *_ = _read_range(str(log), "raylet", None, None, (0, 0, size + 500, size + 1000), 2025, None)
+    rows, _own, (problems, _counts), *_ = read_range(str(log), "raylet", None, None, (0, 0, size + 500, size + 1000), 2025, Options(budget=None))
     assert len(rows) == 50
     assert problems == [f"shrank while read (truncated, as logrotate's copytruncate does): bytes {size}-{size + 1000} were gone"]

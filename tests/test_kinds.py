@@ -95,6 +95,21 @@ def test_the_added_family_is_the_registry_s_alone(sglang):
     assert "sglang_memory_error" not in shipped()
 
 
+def test_the_read_options_carry_the_added_family_alone(sglang):
+    """What a worker process or a cluster's node is sent: the family added, by its grammar
+    file and Transformer; the shipped families are read there again, and no kind is sent."""
+    import pickle
+
+    from oomlens.options import Options
+
+    sent = pickle.dumps(Options(budget=None, added=sglang.added))
+    again = pickle.loads(sent)
+    assert [f.name for f in again.added] == ["sglang_memory"] and again.budget is None
+    assert again.families == sglang.families
+    assert not [f.name for f in families() if f.path.name.encode() in sent]
+    assert b"sglang_memory_error" not in sent  # its kind's entry stays with the process that concludes
+
+
 def test_an_event_of_a_kind_without_an_entry_is_refused(tmp_path):
     grammar = tmp_path / "sglang_memory.lark"
     grammar.write_text(GRAMMAR, encoding="utf-8")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import oomlens.progress as progress_module
-from oomlens import pipeline
+from oomlens import pipeline, ranges
 from oomlens.progress import Progress
 
 SIZE = 40 << 20  # tens of MB: one file, read in ten or so chunks
@@ -85,9 +85,9 @@ def test_one_file_read_in_this_process_moves_by_bytes_of_its_total(log, monkeypa
 
 def test_byte_ranges_read_by_workers_count_as_each_finishes(log, monkeypatch):
     monkeypatch.setattr(progress_module, "REDRAW_S", 0.0)
-    monkeypatch.setattr(pipeline, "RANGE_MIN", 8 << 20)  # ranges of a smaller file (the parent cuts them)
+    monkeypatch.setattr(ranges, "RANGE_MIN", 8 << 20)  # ranges of a smaller file (the parent cuts them)
     item = next(iter(pipeline.discover([str(log)])))
-    spans, _ = pipeline._ranges(item, 2)
+    spans, _ = ranges.ranges_of(item, 2)
     assert len(spans) == 2
     screen = Terminal()
     progress = Progress(screen)

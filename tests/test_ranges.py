@@ -8,7 +8,7 @@ import random
 import pytest
 
 from conftest import INCIDENTS, REAL, SESSIONS
-from oomlens import pipeline
+from oomlens import ranges
 from oomlens.pipeline import analyze
 from oomlens.sources import discover
 
@@ -60,9 +60,9 @@ def test_ranges_read_what_the_whole_file_reads(big_files, name, jobs, budget, he
     if (name, budget, held) not in WHOLE:  # the whole file read by one process: the same for 2 and 3 jobs
         WHOLE[name, budget, held] = analyze(str(path), jobs=1, budget=budget)
     whole = WHOLE[name, budget, held]
-    monkeypatch.setattr(pipeline, "RANGE_MIN", 1 << 19)  # ranges of half a MB and more: each holds many reports, and its ends cut some
+    monkeypatch.setattr(ranges, "RANGE_MIN", 1 << 19)  # ranges of half a MB and more: each holds many reports, and its ends cut some
     [item] = discover([str(path)])
-    spans = pipeline._ranges(item, jobs)
+    spans = ranges.ranges_of(item, jobs)
     assert spans is not None and len(spans[0]) == jobs  # read as `jobs` ranges
     ranged = analyze(str(path), jobs=jobs, budget=budget)
     assert [e.to_dict() for e in ranged.events] == [e.to_dict() for e in whole.events]
@@ -88,9 +88,9 @@ def test_a_range_far_from_any_time_or_name_takes_them_from_before_it(tmp_path, m
     path = tmp_path / "worker-0b3f4c1a5e8d7f2a9c6b1e4d3a2f5c8b7e6d9a1c4f3b2e5d8c7a6b9f-01000000-4242.out"
     path.write_bytes(b"\n".join(lines) + b"\n")
     whole = analyze(str(path), jobs=1, budget=budget)
-    monkeypatch.setattr(pipeline, "RANGE_MIN", 1 << 20)
+    monkeypatch.setattr(ranges, "RANGE_MIN", 1 << 20)
     [item] = discover([str(path)])
-    assert pipeline._ranges(item, 2) is not None
+    assert ranges.ranges_of(item, 2) is not None
     ranged = analyze(str(path), jobs=2, budget=budget)
     [read] = ranged.inputs
     assert (read.readings, read.readings_kept) == (40000, len(ranged.events))
