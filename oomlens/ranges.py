@@ -26,7 +26,7 @@ from .times import YEAR, Stamp, first_stamp, node_of_line
 if TYPE_CHECKING:
     from .options import Options
 
-RANGE_MIN = 32 << 20  # a file this big or bigger is read by several processes, a byte range each
+RANGE_MIN = 32 << 20  # the least bytes of a range: a file of two ranges or more is read by several processes
 READ_STEP = 4 << 20  # bytes read at a time where a range's lines are counted or its first time looked for
 
 
