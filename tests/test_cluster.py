@@ -181,34 +181,29 @@ def cluster():
         driver = root / "driver.log"
         assert run.returncode != 0 and "OutOfMemoryError" in driver.read_text(), driver.read_text()
 
-        # each read is a driver of its own, as users' would be, and reads of one phase run side
-        # by side (most of each one's time is Ray starting its workers)
-        live_reads = {
-            # a user reads the live cluster, and the driver's console saved beside it
-            "live": ("parse", "--cluster", address, str(driver), "--format", "json"),
-            "watched": ("watch", "--cluster", address, str(driver), "--once"),
-            "reported": ("report", "--cluster", address, str(driver), "-o", str(root / "report.html"), "--plotly", "cdn"),
-            "late": ("parse", "--cluster", address, "--node-timeout", "0.001"),  # no node answers that fast
-        }
-        with ThreadPoolExecutor(len(live_reads) + 1) as pool:
-            running = {name: pool.submit(_oomlens, *args, env=env) for name, args in live_reads.items()}
-            api_run = pool.submit(subprocess.run, [sys.executable, "-c", API, address], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
-            done = {name: future.result() for name, future in running.items()}
-            api = api_run.result()
-        # ... then the three logs folders copied by hand, after those reads (the logs only grew)
+        # a user reads the live cluster, and the driver's console saved beside it ...
+        done = {"live": _oomlens("parse", "--cluster", address, str(driver), "--format", "json", env=env)}
+        # ... and copies the three logs folders by hand right after (the logs only grow)
         copies = root / "copies"
         for name in ("head", VICTIM_IP, SPARE_IP):
             session = next((root / name).glob("session_2*"))
             shutil.copytree(session / "logs", copies / name / session.name / "logs", symlinks=True)
-        copy_reads = {
+        reads = {
             "copied": ("parse", str(copies), str(driver), "--format", "json"),
             # ... and the copies at a URL every node reaches (object storage), shared out among the nodes
             "shared": ("parse", "--cluster", address, copies.as_uri(), "--format", "json"),
             "here": ("parse", copies.as_uri(), "--format", "json"),
+            "watched": ("watch", "--cluster", address, str(driver), "--once"),
+            "reported": ("report", "--cluster", address, str(driver), "-o", str(root / "report.html"), "--plotly", "cdn"),
+            "late": ("parse", "--cluster", address, "--node-timeout", "0.001"),  # no node answers that fast
         }
-        with ThreadPoolExecutor(len(copy_reads)) as pool:
-            running = {name: pool.submit(_oomlens, *args, env=env) for name, args in copy_reads.items()}
+        # the other reads, each a driver of its own as users' would be, side by side (most of
+        # each one's time is Ray starting its workers)
+        with ThreadPoolExecutor(len(reads) + 1) as pool:
+            running = {name: pool.submit(_oomlens, *args, env=env) for name, args in reads.items()}
+            api_run = pool.submit(subprocess.run, [sys.executable, "-c", API, address], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
             done |= {name: future.result() for name, future in running.items()}
+            api = api_run.result()
         reported = done["reported"]
         page = (root / "report.html").read_text(encoding="utf-8") if reported.returncode == 0 else ""
 
