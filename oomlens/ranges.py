@@ -18,7 +18,7 @@ from .events import Clue, Event, from_rows, to_rows
 from .grammars import Family, cues, families
 from .layout import LAYOUT_HEAD, blanks_added, newest_first, stamped_later, wrap_layout
 from .reduce import NOTHING, Held, Reduction, Tally, joined, restored, tally_of
-from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, set_latest
+from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, set_latest, told_once
 from .sources import Input, error_line
 from .sources.decoding import BOM, ENCODED, Text, compressed, marks_in, records_of
 from .times import YEAR, Stamp, first_stamp, node_of_line
@@ -172,6 +172,7 @@ def collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Clu
     found: list[Event | Clue] = []
     lines = 0
     pending: list[Event] = []  # open events of earlier ranges
+    told: set[tuple] = set()  # what the ranges told that a file tells once (scan.told_once)
     ctx = FileContext(item.path, item.role, item.pid, item.node)
     try:
         results = [future.result() for future in futures]
@@ -193,7 +194,12 @@ def collect_ranges(item: Input, futures: list[Future]) -> tuple[list[Event | Clu
             pending = []
         part = from_rows(rows)
         pending += [part[i] for i in open_at]
-        found += part
+        for x in part:
+            key = told_once(x)
+            if key is None or key not in told:  # an offset or a host an earlier range told
+                found.append(x)
+            if key is not None:
+                told.add(key)
         lines += own_lines
         item.problems.extend(problems)
     item.problems.extend(counted_problems(long_lines, bad_lines))

@@ -555,7 +555,9 @@ class Scanner:
             offset = round((datetime.fromisoformat(local) - datetime.fromisoformat(utc)).total_seconds() / 60)
             if offset not in self._zones_told:
                 self._zones_told.add(offset)
-                made.append(Clue("clock", source, {"utc": utc}, local, head.pid, head.actor or actor, head.ip or self.ctx.node or head.host))
+                made.append(
+                    Clue("clock", source, {"utc": utc, "zone_minutes": offset}, local, head.pid, head.actor or actor, head.ip or self.ctx.node or head.host)
+                )
         if head.host is not None and head.ip is None and self.ctx.node is None:
             # a collector's host on a line whose own words name its node's IP (a raylet's own
             # line: no Ray prefix, which may name another node's worker): one node, two names
@@ -759,6 +761,17 @@ def _decodes(text: str) -> bool:
     except (ValueError, RecursionError):
         return False
     return True
+
+
+def told_once(found: Event | Clue) -> tuple | None:
+    """What a clue a scan tells once per file says (a collector's offset from UTC, a host's
+    IP; each a vote of the clock or the names): a file read in byte ranges, a scan each,
+    tells it once too (ranges.collect_ranges). None for anything else."""
+    if isinstance(found, Clue) and found.kind == "clock" and "zone_minutes" in found.fields:
+        return ("clock", found.fields["zone_minutes"])
+    if isinstance(found, Clue) and found.kind == "alias":
+        return ("alias", found.fields["host"], found.fields["node"])
+    return None
 
 
 def counted_problems(long_lines: int, bad_lines: int) -> list[str]:

@@ -15,14 +15,14 @@ from oomlens.sources import discover
 
 @pytest.fixture(scope="module")
 def big_log():
-    """Several MB of real logs one after the other, in a random order: Ray reports, tracebacks,
+    """Two MB of real logs one after the other, in a random order: Ray reports, tracebacks,
     memory lines, stamped and unstamped stretches, some invalid UTF-8."""
     rng = random.Random(7)
     parts = [p.read_bytes() for p in sorted(REAL.glob("*.log"))]
     parts += [p.read_bytes() for p in sorted(INCIDENTS.rglob("driver-console.log"))]
     parts += [(SESSIONS / "ray2.60-b-rl-actor-oom" / "driver-console.log").read_bytes()]
     out = bytearray()
-    while len(out) < 3 << 20:
+    while len(out) < 2 << 20:  # three ranges of RANGE_MIN (half a MB, below) and more
         out += rng.choice(parts).rstrip(b"\n") + b"\n"
         if rng.random() < 0.05:
             out += b"a line with bytes that are not UTF-8: \xff\xfe\n"
@@ -79,7 +79,7 @@ def test_a_range_far_from_any_time_or_name_takes_them_from_before_it(tmp_path, m
     ranges keep the readings the whole file keeps (placed by line: no time of their own)."""
     rng = random.Random(3)
     lines = [b":actor_name:WorkerDict", b"[2026-11-22 03:37:10,001 I 1 1] start"]
-    for _ in range(40000):
+    for _ in range(20000):  # 3 MB: two ranges of RANGE_MIN (a MB, below)
         alloc = b"%.*f" % (rng.randrange(0, 9), rng.uniform(1, 80))
         lines.append(
             b"Before state_dict() in sharding manager memory, memory allocated (GB): %s, memory reserved (GB): %s" % (alloc, repr(rng.uniform(1, 80)).encode())
@@ -93,9 +93,9 @@ def test_a_range_far_from_any_time_or_name_takes_them_from_before_it(tmp_path, m
     assert ranges.ranges_of(item, 2) is not None
     ranged = analyze(str(path), jobs=2, budget=budget)
     [read] = ranged.inputs
-    assert (read.readings, read.readings_kept) == (40000, len(ranged.events))
+    assert (read.readings, read.readings_kept) == (20000, len(ranged.events))
     if budget is None:
-        assert len(ranged.events) == 40000
+        assert len(ranged.events) == 20000
     else:  # the first and last of each bucket, and each size's lowest and highest: at most 6 a bucket
         assert budget <= len(ranged.events) <= 6 * budget
     last = ranged.events[-1]
