@@ -30,8 +30,8 @@ demo: $(DEMO)/.installed
 
 # the core's own property tests (and the inputs they once failed on, core/proptest-regressions/) first;
 # then the suite on TEST_JOBS processes (this machine's cores, at most 8: each collects the whole
-# suite), each test file in one of them: a file's module-wide fixtures (a Ray cluster, a browser)
-# are made once
+# suite), each test file in one of them (the robustness sweep's cases spread: conftest.SPREAD):
+# a file's module-wide fixtures (a Ray cluster, a browser) are made once
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 8 ? n : 8 )))
 test: $(STAMP) browser
 	$(CARGO) test --release --manifest-path core/Cargo.toml

@@ -68,6 +68,13 @@ def known_miss(name: str, check: str) -> list[pytest.MarkDecorator]:
     return [pytest.mark.xfail(strict=True, reason=why)] if why else []
 
 
+# files handed out test by test, not whole: the robustness sweep (thirty-odd cases, each
+# seconds long) handed out whole kept one core busy after the other had finished. The other
+# files stay whole: some share a costly fixture made once a module, and spreading them all
+# cost more in what each process reads and caches again than it balanced.
+SPREAD = ("tests/test_robustness.py::",)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`make test`'s --dist loadfile, its bookkeeping linear in the suite's size: xdist's own
@@ -101,5 +108,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
         def _pending_of(self, workload: dict[str, dict[str, bool]]) -> int:
             return sum(self.left[scope] for scope in workload)
+
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if nodeid.startswith(SPREAD) else super()._split_scope(nodeid)
 
     return Linear(config, log)
