@@ -52,37 +52,45 @@ def parse_cli(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -
     )
 
 
-@pytest.mark.parametrize(
-    "name,role,pid",
-    [
-        ("raylet.out", "raylet", None),
-        ("raylet.err", "raylet", None),
-        ("raylet.1.out", "raylet", None),
-        ("raylet.out.gz", "raylet", None),
-        ("gcs_server.out", "gcs", None),
-        ("gcs_server.1.err", "gcs", None),
-        (f"python-core-worker-{WORKER_ID}_14523.log", "core_worker", 14523),
-        ("python-core-driver-01000000ffffffffffffffffffffffffffffffffffffffffffffffff_14155.log", "core_worker", 14155),
-        (f"worker-{WORKER_ID}-ffffffff-14523.out", "worker", 14523),
-        (f"worker-{WORKER_ID}-ffffffff-14523.err", "worker", 14523),
-        (f"worker-{WORKER_ID}-14523.err", "worker", 14523),  # older, job-less name
-        (f"io_worker-{WORKER_ID}-01000000-777.out", "worker", 777),
-        ("logs/events/event_RAYLET.log", "events", None),
-        ("event_CORE_WORKER_20391.log", "events", 20391),
-        ("event_EXPORT_TASK_14155.log", "events", 14155),
-        ("job-driver-raysubmit_aBcD1234.log", "driver", None),
-        ("driver-console.log", "driver", None),
-        ("nohup.out", "driver", None),
-        ("dmesg.txt", "kernel", None),
-        ("kern.log.1", "kernel", None),
-        ("syslog", "kernel", None),
-        ("dashboard_agent.log", "other", None),
-        ("monitor.out", "other", None),
-        ("log_monitor.log", "other", None),
-    ],
-)
+ROLES_BY_NAME = [
+    ("raylet.out", "raylet", None),
+    ("raylet.err", "raylet", None),
+    ("raylet.1.out", "raylet", None),
+    ("raylet.out.gz", "raylet", None),
+    ("gcs_server.out", "gcs", None),
+    ("gcs_server.1.err", "gcs", None),
+    (f"python-core-worker-{WORKER_ID}_14523.log", "core_worker", 14523),
+    ("python-core-driver-01000000ffffffffffffffffffffffffffffffffffffffffffffffff_14155.log", "core_worker", 14155),
+    (f"worker-{WORKER_ID}-ffffffff-14523.out", "worker", 14523),
+    (f"worker-{WORKER_ID}-ffffffff-14523.err", "worker", 14523),
+    (f"worker-{WORKER_ID}-14523.err", "worker", 14523),  # older, job-less name
+    (f"io_worker-{WORKER_ID}-01000000-777.out", "worker", 777),
+    ("logs/events/event_RAYLET.log", "events", None),
+    ("event_CORE_WORKER_20391.log", "events", 20391),
+    ("event_EXPORT_TASK_14155.log", "events", 14155),
+    ("job-driver-raysubmit_aBcD1234.log", "driver", None),
+    ("driver-console.log", "driver", None),
+    ("nohup.out", "driver", None),
+    ("dmesg.txt", "kernel", None),
+    ("kern.log.1", "kernel", None),
+    ("syslog", "kernel", None),
+    ("dashboard_agent.log", "other", None),
+    ("monitor.out", "other", None),
+    ("log_monitor.log", "other", None),
+]
+
+
+@pytest.mark.parametrize("name,role,pid", ROLES_BY_NAME)
 def test_role_and_pid_from_name(name, role, pid):
     assert role_of(name) == (role, pid)
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".zst", ".xz", ".bz2", ".GZ"])
+def test_a_compressed_log_has_the_role_of_its_plain_name(suffix):
+    """Every compression oomlens reads (sources.decoding) keeps the name's role and pid."""
+    for name, role, pid in ROLES_BY_NAME:
+        if not name.endswith((".gz", ".zst")):
+            assert role_of(name + suffix) == (role, pid), name + suffix
 
 
 def test_session_folder_roles_pids_and_node():

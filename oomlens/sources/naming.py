@@ -22,7 +22,8 @@ LATEST = "session_latest"  # node.py's link to the newest session, beside the se
 # dashboard/modules/reporter/*_profile_manager.py: made when the agent starts, Ray >= 2.5x)
 RAY_FOLDERS = frozenset({"events", "export_events", "nsight", "old", "omnitrace", "profiles", "rocprof_sys", "tpu_logs"})
 RAY_LOG_ROLES = frozenset({"raylet", "gcs", "core_worker", "worker"})  # a file of these tells a Ray logs/ folder
-LOG_NAME = re.compile(r"\.(?:log|out|err|txt)(?:\.\d+)?(?:\.gz|\.zst|\.xz|\.bz2)?$", re.IGNORECASE)  # beside sessions: a log by its name
+COMPRESSED = r"\.(?:gz|zst|xz|bz2)"  # the suffixes of a file compressed whole (sources.decoding reads each)
+LOG_NAME = re.compile(rf"\.(?:log|out|err|txt)(?:\.\d+)?(?:{COMPRESSED})?$", re.IGNORECASE)  # beside sessions: a log by its name
 ARCHIVE_NAMES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tbz")
 
 WORKER = re.compile(r"^(?:python-core-worker|python-core-driver)-[0-9a-f]+_(\d+)(?:\.\d+)?\.log$")
@@ -42,7 +43,7 @@ ROLES: list[tuple[re.Pattern[str], str]] = [
 
 def role_of(name: str) -> tuple[str, int | None]:
     """The role and pid a Ray log file's name tells (formats.md §7)."""
-    base = re.sub(r"\.(gz|zst)$", "", os.path.basename(name))
+    base = re.sub(f"{COMPRESSED}$", "", os.path.basename(name), flags=re.IGNORECASE)
     for pattern, role in ROLES:
         m = pattern.match(base)
         if m:
