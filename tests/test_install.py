@@ -22,6 +22,11 @@ from conftest import REAL, ROOT
 pytestmark = pytest.mark.slow  # builds a wheel and a venv
 
 
+def _pip(*args: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """pip of the interpreter running the tests, in the source tree."""
+    return subprocess.run([sys.executable, "-m", "pip", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
 def test_installed_wheel_parses_a_fixture_from_another_folder(tmp_path):
     target = tmp_path / "venv"
     venv.create(target, with_pip=False)  # pip below installs into it (`pip --python`): seconds, not minutes
@@ -34,23 +39,9 @@ def test_installed_wheel_parses_a_fixture_from_another_folder(tmp_path):
     # the wheel is built by the interpreter the editable install was (it is abi3): the core's
     # build is cargo's cached one, not made again for another interpreter's path
     wheels = tmp_path / "wheels"
-    build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(wheels), "."],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    build = _pip("wheel", "--no-deps", "--quiet", "--wheel-dir", str(wheels), ".", env=env, timeout=600)
     assert build.returncode == 0, build.stderr[-3000:]
-    install = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-compile", "--no-deps", "--quiet", *map(str, wheels.glob("oomlens-*.whl"))],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    install = _pip("--python", str(python), "install", "--no-compile", "--no-deps", "--quiet", *map(str, wheels.glob("oomlens-*.whl")), env=env, timeout=300)
     assert install.returncode == 0, install.stderr[-3000:]
 
     elsewhere = tmp_path / "elsewhere"
