@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import plotly.graph_objects as go
 import pytest
 from click.testing import CliRunner
 from plotly.offline import get_plotlyjs
@@ -120,6 +121,16 @@ def test_every_reading_is_plotted_once(rendered):
     assert all(len(t["x"]) == len(t["y"]) == len(t["customdata"]) for t in traces)
     names = [t["name"] for t in traces]
     assert len(names) == len(set(names)), f"{name}: two series share a legend name"
+
+
+def test_every_figure_is_one_plotly_accepts(rendered):
+    """The page's figures are built as plain dicts (html.Grid); plotly.py's own figure
+    classes validate each here: a property plotly.js does not know, or a value it would
+    refuse, fails (the template is plotly's own, and as `template="plotly_white"` writes it)."""
+    name, _diagnosis, page = rendered
+    for key, figure in figures_of(page).items():
+        assert figure["layout"].pop("template") == report.template(), (name, key)
+        go.Figure(figure)  # raises ValueError on anything plotly does not accept
 
 
 def test_failures_are_marked_on_the_timeline(rendered):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import html
 import json
@@ -340,11 +341,59 @@ def _xs(places: list[Place | None]) -> list[Any]:
     return [p.x if p is not None else None for p in places]
 
 
+class Grid:
+    """A plotly figure as plotly.js reads it (a dict), built without plotly.py's figure
+    classes: those validate and copy every property on every assignment, most of a
+    report's time. tests/test_report.py validates every fixture's figures with them.
+    Rows of one column sharing their x axis, as `make_subplots(rows, cols=1,
+    shared_xaxes=True, row_heights=heights, vertical_spacing=spacing)` lays them out."""
+
+    def __init__(self, heights: list[float], spacing: float = 0.05) -> None:
+        self.rows = len(heights)
+        self.data: list[dict[str, Any]] = []
+        self.layout: dict[str, Any] = {}
+        up = [(1.0 - spacing * (self.rows - 1)) * (h / float(sum(heights))) for h in reversed(heights)]  # from the bottom
+        starts = [sum(up[:k]) + k * spacing for k in range(self.rows)]  # make_subplots' own sums, to its last bit
+        domains = [[start, start + height] for start, height in zip(starts, up, strict=True)][::-1]
+        for row, domain in enumerate(domains, 1):
+            x, y = self.axis("x", row), self.axis("y", row)
+            self.layout[x] = {"anchor": self.ref("y", row), "domain": [0.0, 1.0]}
+            if row < self.rows:  # the bottom row's axis is the one with labels, the others follow it
+                self.layout[x] |= {"matches": self.ref("x", self.rows), "showticklabels": False}
+            self.layout[y] = {"anchor": self.ref("x", row), "domain": domain}
+
+    @staticmethod
+    def ref(letter: str, row: int) -> str:
+        """A trace's name for the axis of its row ("x", "y2")."""
+        return letter if row == 1 else f"{letter}{row}"
+
+    @staticmethod
+    def axis(letter: str, row: int) -> str:
+        """The layout's key of a row's axis ("xaxis", "yaxis2")."""
+        return f"{letter}axis" if row == 1 else f"{letter}axis{row}"
+
+    def add(self, trace: dict[str, Any], row: int) -> None:
+        self.data.append({"type": "scatter", **trace, "xaxis": self.ref("x", row), "yaxis": self.ref("y", row)})
+
+    def axes(self, letter: str, row: int | None = None, **settings: Any) -> None:  # noqa: ANN401 - plotly.js's axis settings
+        """Settings on one row's axis, or on every row's."""
+        for n in [row] if row else range(1, self.rows + 1):
+            self.layout[self.axis(letter, n)].update(settings)
+
+    def figure(self) -> dict[str, Any]:
+        return {"data": self.data, "layout": self.layout}
+
+
+@functools.cache
+def template() -> dict[str, Any]:
+    """plotly's "plotly_white" look, as `update_layout(template="plotly_white")` writes it."""
+    import plotly.io as pio
+
+    return pio.templates["plotly_white"].to_plotly_json()
+
+
 def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
     """The plotly figure (as JSON-ready dict) and a sentence about what it leaves out."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     axis = Axis(diagnosis)
     all_readings = diagnosis.timeline
     readings = [s for s in all_readings if axis.of_sample(s) is not None]
@@ -358,12 +407,12 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
     if not rows:
         return None, ""
     heights = [0.25 + 0.08 * len({e.kind for e in placed}) if memory == "events" else 1.0 for memory, _ in rows]
-    fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=heights)
+    fig = Grid(heights)
     for n, (memory, node) in enumerate(rows, 1):  # each panel says what it shows on its own axis: no title for a label to cover
         title = "failures" if memory == "events" else f"{'host' if memory == 'host' else 'GPU'} GiB" + (f" · {node}" if node else "")
-        fig.update_yaxes(title_text=title, title_font={"size": 11}, row=n, col=1)
+        fig.axes("y", n, title={"text": title, "font": {"size": 11}})
         if memory != "events":
-            fig.update_yaxes(rangemode="tozero", row=n, col=1)  # memory from zero: a flat 310 GiB is no sawtooth
+            fig.axes("y", n, rangemode="tozero")  # memory from zero: a flat 310 GiB is no sawtooth
     xs = _xs([axis.of_sample(s) for s in readings] + [axis.of_event(e) for e in placed])  # all placed: none is None
     span = _span(xs, axis.by_time)
     steps: list[list[Any]] = []  # each trace's x on the training-step axis, in trace order
@@ -374,30 +423,28 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         row = rows.index(panels[(one.memory, one.node)]) + 1
         points = downsample(one.readings, lambda s: s.bytes)  # in event order: by time, or log order
         places = [axis.of_sample(s) for s in points]
-        fig.add_trace(
-            go.Scatter(
-                x=_xs(places),
-                y=[round(s.bytes / GIB, 4) for s in points],
-                name=plain(legend.get(id(one), one.name)),
-                showlegend=id(one) in legend,
-                legendgroup=one.memory,
-                mode="lines+markers" if len(points) <= MARKERS_UP_TO else "lines",
-                marker=_marker(places),
-                hovertext=[_sample_hover(s, by_id.get(s.event), p) for s, p in zip(points, places, strict=True)],
-                hoverinfo="text",
-                customdata=[s.event for s in points],
-            ),
-            row=row,
-            col=1,
+        fig.add(
+            {
+                "x": _xs(places),
+                "y": [round(s.bytes / GIB, 4) for s in points],
+                "name": plain(legend.get(id(one), one.name)),
+                "showlegend": id(one) in legend,
+                "legendgroup": one.memory,
+                "mode": "lines+markers" if len(points) <= MARKERS_UP_TO else "lines",
+                "marker": _marker(places),
+                "hovertext": [_sample_hover(s, by_id.get(s.event), p) for s, p in zip(points, places, strict=True)],
+                "hoverinfo": "text",
+                "customdata": [s.event for s in points],
+            },
+            row,
         )
         steps.append([axis.step_of(s.event) for s in points])
         orders.append([axis.order.get(s.event) for s in points])
         spans = _intervals(places, [round(s.bytes / GIB, 4) for s in points])
         if spans:
-            fig.add_trace(
-                go.Scatter(**spans, name="interval of a line without its own time", legendgroup="intervals", showlegend=not shown_interval, hoverinfo="skip"),
-                row=row,
-                col=1,
+            fig.add(
+                {**spans, "name": "interval of a line without its own time", "legendgroup": "intervals", "showlegend": not shown_interval, "hoverinfo": "skip"},
+                row,
             )
             shown_interval = True
             steps.append([None] * len(spans["x"]))
@@ -408,19 +455,18 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         panel = panels.get((memory, node), panels.get((memory, None)))
         if panel is None:  # a limit of a memory no reading shows
             continue
-        fig.add_trace(
-            go.Scatter(
-                x=span,
-                y=[level, level],
-                name=plain(name),
-                legendgroup="limits",
-                mode="lines",
-                line={"dash": dash, "color": "#d62728" if dash == "dash" else "#7f7f7f", "width": 1},
-                hovertext=[plain(f"{name}: {level:.2f} GiB")] * 2,
-                hoverinfo="text",
-            ),
-            row=rows.index(panel) + 1,
-            col=1,
+        fig.add(
+            {
+                "x": span,
+                "y": [level, level],
+                "name": plain(name),
+                "legendgroup": "limits",
+                "mode": "lines",
+                "line": {"dash": dash, "color": "#d62728" if dash == "dash" else "#7f7f7f", "width": 1},
+                "hovertext": [plain(f"{name}: {level:.2f} GiB")] * 2,
+                "hoverinfo": "text",
+            },
+            rows.index(panel) + 1,
         )
         steps.append(step_span)
         orders.append(order_span)
@@ -430,67 +476,82 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
             of_kind = [e for e in placed if e.kind == kind]
             places = [axis.of_event(e) for e in of_kind]
             symbol, colour = kinds[kind].marker
-            fig.add_trace(
-                go.Scatter(
-                    x=_xs(places),
-                    y=[kinds.label_across(kind, (e.device for e in of_kind))] * len(of_kind),
-                    name=kinds.label_across(kind, (e.device for e in of_kind)),
-                    legendgroup="events",
-                    mode="markers",
-                    marker={
+            fig.add(
+                {
+                    "x": _xs(places),
+                    "y": [kinds.label_across(kind, (e.device for e in of_kind))] * len(of_kind),
+                    "name": kinds.label_across(kind, (e.device for e in of_kind)),
+                    "legendgroup": "events",
+                    "mode": "markers",
+                    "marker": {
                         "symbol": symbol,
                         "color": colour,
                         "size": 12,
                         "line": {"width": 1},
                         "opacity": [0.45 if p is not None and p.inferred else 1.0 for p in places],
                     },
-                    hovertext=[_event_hover(e, kinds) for e in of_kind],
-                    hoverinfo="text",
-                    customdata=[e.id for e in of_kind],
-                ),
-                row=row,
-                col=1,
+                    "hovertext": [_event_hover(e, kinds) for e in of_kind],
+                    "hoverinfo": "text",
+                    "customdata": [e.id for e in of_kind],
+                },
+                row,
             )
             steps.append([axis.step_of(e.id) for e in of_kind])
             orders.append([axis.order.get(e.id) for e in of_kind])
-        fig.update_yaxes(type="category", row=row, col=1)
+        fig.axes("y", row, type="category")
     shapes = []
-    labels_from = len(fig.layout.annotations)  # the incidents' labels come after any annotation before them
+    lines: list[dict[str, Any]] = []
+    labels: list[dict[str, Any]] = []
     for incident in diagnosis.incidents:
         place = axis.of_event(incident.root)
         if place is not None:
-            fig.add_shape(type="line", x0=place.x, x1=place.x, xref="x", y0=0, y1=1, yref="paper", line={"color": "#d62728", "width": 1, "dash": "dot"})
-            fig.add_annotation(
-                x=place.x,
-                y=1.0,
-                yref="paper",
-                xref="x",
-                text=plain(f"{incident.id}: {kinds.label(incident.root.kind, incident.root.device)}"),
-                showarrow=False,
-                yanchor="bottom",
-                font={"color": "#d62728", "size": 11},
+            lines.append(
+                {
+                    "type": "line",
+                    "x0": place.x,
+                    "x1": place.x,
+                    "xref": "x",
+                    "y0": 0,
+                    "y1": 1,
+                    "yref": "paper",
+                    "line": {"color": "#d62728", "width": 1, "dash": "dot"},
+                }
+            )
+            labels.append(
+                {
+                    "x": place.x,
+                    "y": 1.0,
+                    "yref": "paper",
+                    "xref": "x",
+                    "text": plain(f"{incident.id}: {kinds.label(incident.root.kind, incident.root.device)}"),
+                    "showarrow": False,
+                    "yanchor": "bottom",
+                    "font": {"color": "#d62728", "size": 11},
+                }
             )
             shapes.append((place.x, axis.step_of(incident.root.id), axis.order.get(incident.root.id)))
-    fig.update_xaxes(title_text=axis.title, row=len(rows), col=1)
+    if lines:
+        fig.layout |= {"shapes": lines, "annotations": labels}
+    fig.axes("x", len(rows), title={"text": axis.title})
     height = int(260 * sum(heights) + 160)
     if axis.by_time:
-        fig.update_xaxes(type="date")
+        fig.axes("x", type="date")
     elif span and span[1] - span[0] <= 10:
-        fig.update_xaxes(dtick=1)  # event numbers are whole
-    fig.update_layout(
-        height=height,
-        margin=MARGIN if axis.by_time else {**MARGIN, "t": TOP_WITHOUT_BUTTONS},
-        hovermode="closest",
-        template="plotly_white",
+        fig.axes("x", dtick=1)  # event numbers are whole
+    fig.layout |= {
+        "height": height,
+        "margin": MARGIN if axis.by_time else {**MARGIN, "t": TOP_WITHOUT_BUTTONS},
+        "hovermode": "closest",
+        "template": template(),
         # under the plot, across its width: beside it, a phone's legend would take the plot's place
-        legend={"font": {"size": 11}, "orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yref": "container", "yanchor": "bottom"},
-        hoverlabel={"align": "left", "font": {"family": "monospace", "size": 11}},
-    )
+        "legend": {"font": {"size": 11}, "orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yref": "container", "yanchor": "bottom"},
+        "hoverlabel": {"align": "left", "font": {"family": "monospace", "size": 11}},
+    }
     if axis.by_time:
         views = [("log order", orders, "event number (log order)", [order for _, _, order in shapes])]
         if axis.step:
             views.insert(0, ("training step", steps, "training step (the last step:N printed before)", [step for _, step, _ in shapes]))
-        _views(fig, views, len(rows), [time for time, _, _ in shapes], labels_from, height - MARGIN["t"] - MARGIN["b"])
+        _views(fig, views, [time for time, _, _ in shapes], height - MARGIN["t"] - MARGIN["b"])
     notes = []
     if left_out := len(failures) - len(placed):
         notes.append(f"{left_out} failure event(s) have no time and are only in the table below.")
@@ -505,7 +566,7 @@ def timeline_figure(diagnosis: Diagnosis) -> tuple[dict[str, Any] | None, str]:
         notes.append(f"{after_last} reading(s) come after the last time their file prints and stand at that time: 'log order' shows them apart.")
     notes += [f"Clock: {note.sentence()}." for note in diagnosis.clocks]
     notes += [note[0].upper() + note[1:] + "." for note in diagnosis.reduction_notes]
-    return fig.to_plotly_json(), " ".join(notes)
+    return fig.figure(), " ".join(notes)
 
 
 def _marker(places: list[Place | None]) -> dict[str, Any]:
@@ -528,36 +589,33 @@ def _intervals(places: list[Place | None], ys: list[float]) -> dict[str, Any] | 
     return {"x": xs, "y": levels, "mode": "lines", "line": {"width": 1, "color": "rgba(120,120,120,0.45)"}}
 
 
-def _views(fig: Any, views: list[tuple[str, list[list[Any]], str, list[Any]]], rows: int, roots: list[Any], labels_from: int, plot_height: float) -> None:  # noqa: ANN401 - a plotly Figure
+def _views(fig: Grid, views: list[tuple[str, list[list[Any]], str, list[Any]]], roots: list[Any], plot_height: float) -> None:
     """Buttons that put the x axis on time (the figure as drawn) or on another view: (label,
     every trace's x, axis title, each root's x). Lines that print no time keep their order
     in log order, where an interval hides it; the training step is what veRL users count in."""
-    axis = f"xaxis{rows if rows > 1 else ''}"
+    axis = fig.axis("x", fig.rows)
 
     def button(label: str, xs: list[list[Any]], title: str, marks: list[Any], kind: str) -> dict[str, Any]:
         layout: dict[str, Any] = {f"{axis}.title.text": title, "xaxis.type": kind}
         for j, x in enumerate(marks):  # each root's line and label
-            layout.update({f"shapes[{j}].x0": x, f"shapes[{j}].x1": x, f"annotations[{labels_from + j}].x": x})
+            layout.update({f"shapes[{j}].x0": x, f"shapes[{j}].x1": x, f"annotations[{j}].x": x})
         return {"label": label, "method": "update", "args": [{"x": xs}, layout]}
 
-    times = [list(trace.x) if trace.x is not None else [] for trace in fig.data]
+    times = [trace["x"] for trace in fig.data]
     buttons = [button("time", times, "time", roots, "date")] + [button(label, xs, title, marks, "linear") for label, xs, title, marks in views]
-    fig.update_layout(
-        updatemenus=[
-            # just above the plot whatever its height (y is a share of the plot's height, the
-            # buttons stand in the top margin): a fixed share leaves a tall figure a blank band
-            {
-                "type": "buttons",
-                "direction": "right",
-                "x": 0,
-                "y": 1 + 22 / plot_height,
-                "xanchor": "left",
-                "yanchor": "bottom",
-                "showactive": True,
-                "buttons": buttons,
-            }
-        ]
-    )
+    # just above the plot whatever its height (y is a share of the plot's height, the
+    # buttons stand in the top margin): a fixed share leaves a tall figure a blank band
+    menu = {
+        "type": "buttons",
+        "direction": "right",
+        "x": 0,
+        "y": 1 + 22 / plot_height,
+        "xanchor": "left",
+        "yanchor": "bottom",
+        "showactive": True,
+        "buttons": buttons,
+    }
+    fig.layout["updatemenus"] = [menu]
 
 
 def _span(xs: list[Any], by_time: bool) -> list[Any]:
@@ -619,8 +677,6 @@ def _event_hover(event: Event, kinds: Kinds) -> str:
 
 def kill_figures(diagnosis: Diagnosis) -> list[tuple[Event, dict[str, Any]]]:
     """A bar chart of the Top-10 table of each Ray OOM kill, the blamed process in red."""
-    import plotly.graph_objects as go
-
     figures = []
     kills = [e for e in diagnosis.events if e.fields.get("top")]  # kill reports with their Top-10 table
     for event in kills[:MAX_KILL_CHARTS]:
@@ -637,28 +693,27 @@ def kill_figures(diagnosis: Diagnosis) -> list[tuple[Event, dict[str, Any]]]:
             + ("<br>killed by Ray" if r["pid"] in killed else "")
             for r in top
         ]
-        fig = go.Figure(
-            go.Bar(
-                x=[None if r["bytes"] is None else round(r["bytes"] / GIB, 4) for r in top],  # a size not known: no bar
-                y=labels,
-                orientation="h",
-                name=plain(f"top memory users · {event.id}"),
-                marker={"color": colours},
-                hovertext=hover,
-                hoverinfo="text",
-                customdata=[r["pid"] for r in top],
-            )
-        )
-        fig.update_layout(
-            title={"text": plain(f"{event.id} · {_clock(event.time)} · node {event.node or '?'}"), "font": {"size": 13}},
-            xaxis_title="GiB",
-            yaxis={"autorange": "reversed", "automargin": True},
-            height=70 + 26 * len(top),
-            margin={"l": 10, "r": 20, "t": 40, "b": 40},
-            template="plotly_white",
-            showlegend=False,
-        )
-        figures.append((event, fig.to_plotly_json()))
+        bars = {
+            "type": "bar",
+            "x": [None if r["bytes"] is None else round(r["bytes"] / GIB, 4) for r in top],  # a size not known: no bar
+            "y": labels,
+            "orientation": "h",
+            "name": plain(f"top memory users · {event.id}"),
+            "marker": {"color": colours},
+            "hovertext": hover,
+            "hoverinfo": "text",
+            "customdata": [r["pid"] for r in top],
+        }
+        layout = {
+            "title": {"text": plain(f"{event.id} · {_clock(event.time)} · node {event.node or '?'}"), "font": {"size": 13}},
+            "xaxis": {"title": {"text": "GiB"}},
+            "yaxis": {"autorange": "reversed", "automargin": True},
+            "height": 70 + 26 * len(top),
+            "margin": {"l": 10, "r": 20, "t": 40, "b": 40},
+            "template": template(),
+            "showlegend": False,
+        }
+        figures.append((event, {"data": [bars], "layout": layout}))
     return figures
 
 
@@ -892,7 +947,7 @@ def render(diagnosis: Diagnosis, plotly: str = "inline") -> str:
     read holds the problems and nothing that could pass for an all-clear."""
     if plotly not in PLOTLY:
         raise ValueError(f"plotly must be one of {', '.join(PLOTLY)}, not {plotly!r}")
-    from plotly.offline import get_plotlyjs, get_plotlyjs_version
+    from plotly.offline import get_plotlyjs_version
 
     figures: dict[str, Any] = {}
     if diagnosis.readable:
@@ -907,8 +962,7 @@ def render(diagnosis: Diagnosis, plotly: str = "inline") -> str:
         url = PLOTLY_CDN.format(version=get_plotlyjs_version())
         plotly_tag, policy = f'<script src="{esc(url)}"></script>', csp(PAGE_JS, urls=(url,))
     else:
-        plotly_js = get_plotlyjs()
-        plotly_tag, policy = f"<script>{plotly_js}</script>", csp(plotly_js, PAGE_JS)
+        plotly_tag, policy = f"<script>{plotly_js()}</script>", csp(plotly_js(), PAGE_JS)
     return "".join(
         [
             '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
@@ -956,9 +1010,23 @@ def _figures_html(diagnosis: Diagnosis, figures: dict[str, Any]) -> list[str]:
 def csp(*scripts: str, urls: tuple[str, ...] = ()) -> str:
     """A second wall behind the escaping: only these exact scripts run (by their hash) and
     the scripts at exactly these URLs, and the page may load nothing else from anywhere."""
-    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in scripts)
+    hashes = " ".join(f"'sha256-{script_hash(s)}'" for s in scripts)
     sources = " ".join([hashes, *urls])
     return f"default-src 'none'; script-src {sources}; style-src 'unsafe-inline'; img-src data:; font-src data:"
+
+
+@functools.lru_cache(maxsize=4)  # the page's own script and plotly.js: the same few every report
+def script_hash(script: str) -> str:
+    """A script's SHA-256 as a Content-Security-Policy names it."""
+    return base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+
+
+@functools.cache
+def plotly_js() -> str:
+    """plotly.js as plotly.py ships it (4.8 MB): read once a process."""
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
 
 
 def write(diagnosis: Diagnosis, path: str | os.PathLike[str], plotly: str = "inline") -> Path:
