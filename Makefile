@@ -28,13 +28,15 @@ $(DEMO)/.installed: pyproject.toml $(CORE)
 demo: $(DEMO)/.installed
 	$(DEMO)/bin/oomlens parse fixtures/sessions/ray2.60-b-rl-actor-oom
 
-# the core's own property tests (and the inputs they once failed on, core/proptest-regressions/) first;
+# the core's own property tests (and the inputs they once failed on, core/proptest-regressions/) first,
+# unoptimised, as `make check`'s clippy builds it (they share its build scripts and macros, a
+# fresh machine compiles no optimised copy of the dependencies for them, and overflow checks are on);
 # then the suite on TEST_JOBS processes (this machine's cores, at most 8: each collects the whole
 # suite), each test file in one of them (the robustness sweep's cases spread: conftest.SPREAD):
 # a file's module-wide fixtures (a Ray cluster, a browser) are made once
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 8 ? n : 8 )))
 test: $(STAMP) browser
-	$(CARGO) test --release --manifest-path core/Cargo.toml
+	$(CARGO) test --manifest-path core/Cargo.toml
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
 
 # The edit loop: stops at the first failure, and leaves out the tests marked slow (the
@@ -48,7 +50,7 @@ check: $(STAMP)
 	$(BIN)/ruff format --check oomlens tests bench
 	$(BIN)/mypy
 	$(CARGO) fmt --manifest-path core/Cargo.toml --check
-	$(CARGO) clippy --release --all-targets --manifest-path core/Cargo.toml -- -D warnings
+	$(CARGO) clippy --all-targets --manifest-path core/Cargo.toml -- -D warnings
 
 # Debian's Chromium for the HTML report's browser tests (Playwright drives it; never `playwright install`)
 browser:

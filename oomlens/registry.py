@@ -34,7 +34,8 @@ class Registry:
     @property
     def added(self) -> tuple[Family, ...]:
         """The families beyond the shipped ones (each worker process reads them again)."""
-        return tuple(f for f in self.families if f not in families())
+        shipped = families()
+        return tuple(f for f in self.families if not any(f is one for one in shipped))  # by identity: a family's == compares its every field
 
     def add(self, grammar: str | Path, transformer: type[Transformer], kinds: str = "") -> Registry:
         """This registry and one more family: `grammar` (a .lark file with its directives and
