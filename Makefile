@@ -33,16 +33,18 @@ demo: $(DEMO)/.installed
 # fresh machine compiles no optimised copy of the dependencies for them, and overflow checks are on);
 # then the suite on TEST_JOBS processes (this machine's cores, at most 8: each collects the whole
 # suite), each test file in one of them (the robustness sweep's cases spread: conftest.SPREAD):
-# a file's module-wide fixtures (a Ray cluster, a browser) are made once
+# a file's module-wide fixtures (a Ray cluster, a browser) are made once. Bytecode is written
+# whatever PYTHONDONTWRITEBYTECODE says: each of the hundreds of processes the suite starts (the
+# command, workers, Ray's) would compile oomlens again, and each pytest process its tests
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 8 ? n : 8 )))
 test: $(STAMP) browser
 	$(CARGO) test --manifest-path core/Cargo.toml
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
 
 # The edit loop: stops at the first failure, and leaves out the tests marked slow (the
 # robustness sweep, the browser, big generated logs, many processes); `make test` runs them.
 test-quick: $(STAMP)
-	$(BIN)/python -m pytest -x -p no:cacheprovider -m 'not slow'
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -x -p no:cacheprovider -m 'not slow'
 
 # Lint, formatting and types; ruff and mypy read their settings from pyproject.toml.
 check: $(STAMP)
