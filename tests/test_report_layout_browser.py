@@ -65,20 +65,60 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     return {name: report.write(analyze(str(source), jobs=1), work / f"{name}.html") for name, source in inputs.items()}
 
 
-@pytest.fixture(scope="module")
-def opened(browser, pages):  # noqa: F811 - the browser fixture
-    """Each report at each size, drawn; a screenshot of each first screen in test-output/."""
-    found = {}
-    for name, path in pages.items():
-        for size, (width, height) in SIZES.items():
-            page = browser.new_page(viewport={"width": width, "height": height})
+# what plotly does on a window's resize (`responsive: true`), awaited: every plot laid out
+# anew; then the page's own fit of each plot's height to its legend (data-fitting while it runs)
+RESIZED = "() => Promise.all(Array.from(document.querySelectorAll('.js-plotly-plot')).map(div => Plotly.Plots.resize(div)))"
+FITTED = "() => document.querySelector('[data-fitting]') === null"
+
+
+class Shown:
+    """Each report open in one page, seen at each size: half the reports load at a phone's size
+    and half at a desktop's, and each is then seen at the other as a window resized (a phone
+    turned, a window narrowed): plotly lays its plots out anew, the page's CSS reflows. A
+    screenshot of each first screen in test-output/."""
+
+    def __init__(self, chromium, pages: dict[str, Path]) -> None:
+        self.at: dict[str, tuple[object, str]] = {}  # name -> (its page, the size it is at)
+        self.shot: set[Path] = set()
+        for index, (name, path) in enumerate(pages.items()):
+            size = list(SIZES)[index % len(SIZES)]
+            width, height = SIZES[size]
+            page = chromium.new_page(viewport={"width": width, "height": height})
             page.goto(path.resolve().as_uri())
             page.wait_for_selector("body[data-plotted]", state="attached", timeout=30_000)
-            page.screenshot(path=str(OUTPUT / f"layout-{name}-{size}.png"))
-            found[(name, size)] = page
-    yield found
-    for page in found.values():
-        page.close()
+            self.at[name] = (page, size)
+            self._shot(name)
+
+    def __getitem__(self, key: tuple[str, str]):
+        name, size = key
+        page, now = self.at[name]
+        if now != size:
+            width, height = SIZES[size]
+            page.set_viewport_size({"width": width, "height": height})
+            page.evaluate(RESIZED)
+            page.wait_for_function(FITTED)
+            self.at[name] = (page, size)
+            self._shot(name)
+        return page
+
+    def _shot(self, name: str) -> None:
+        page, size = self.at[name]
+        path = OUTPUT / f"layout-{name}-{size}.png"
+        if path not in self.shot:
+            page.screenshot(path=str(path))
+            self.shot.add(path)
+
+    def close(self) -> None:
+        for page, _ in self.at.values():
+            page.close()
+
+
+@pytest.fixture(scope="module")
+def opened(browser, pages):  # noqa: F811 - the browser fixture
+    """Each report at each size, drawn (Shown)."""
+    shown = Shown(browser, pages)
+    yield shown
+    shown.close()
 
 
 CASES = [(name, size) for name in [*SEEDS, *TALL, "fleet"] for size in SIZES]

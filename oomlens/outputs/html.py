@@ -1112,12 +1112,12 @@ PAGE_JS = """
   "use strict";
   var figures = JSON.parse(document.getElementById("oomlens-figures").textContent), drawn = [];
   document.querySelectorAll("[data-figure]").forEach(function (div) {
-    var fig = figures[div.getAttribute("data-figure")];
-    // the legend lies under the plot: the page grows by its height, so the plot keeps its own
-    // (on a phone the legend wraps to many lines)
+    var fig = figures[div.getAttribute("data-figure")], height = fig.layout.height;  // plotly keeps the layout given as its own
     drawn.push(Plotly.newPlot(div, fig.data, fig.layout, {displaylogo: false, responsive: true}).then(function (gd) {
-      var legend = gd.querySelector(".legend"), extra = legend ? Math.ceil(legend.getBBox().height) : 0;
-      return extra && fig.layout.height ? Plotly.relayout(gd, {height: fig.layout.height + extra}) : gd;
+      // a window narrowed or a phone turned: plotly redraws at the new width (responsive), and
+      // the legend wraps otherwise
+      gd.on("plotly_relayout", function (change) { if (change.autosize) { fit(gd, height); } });
+      return fit(gd, height);
     }));
     div.on("plotly_click", function (ev) {
       var id = ev.points && ev.points[0] && ev.points[0].customdata;
@@ -1125,6 +1125,18 @@ PAGE_JS = """
     });
   });
   Promise.all(drawn).then(function () { document.body.setAttribute("data-plotted", String(drawn.length)); });
+  // The legend lies under the plot: the page grows by its height, so the plot keeps its own (on
+  // a phone the legend wraps to many lines). A height set alone would fix the width too (plotly
+  // turns autosize off): the width stays the window's. data-fitting stands while it is redone.
+  function fit(gd, height) {
+    var legend = gd.querySelector(".legend"), extra = legend ? Math.ceil(legend.getBBox().height) : 0;
+    if (!height || gd.layout.height === height + extra) { return Promise.resolve(gd); }
+    gd.setAttribute("data-fitting", "");
+    return Plotly.relayout(gd, {height: height + extra, width: null, autosize: true}).then(function () {
+      gd.removeAttribute("data-fitting");
+      return gd;
+    });
+  }
   var table = document.getElementById("event-table");
   function toggle(body, open) {
     var raw = body.querySelector("tr.raw");
