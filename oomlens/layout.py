@@ -234,13 +234,14 @@ def _wrap_evidence(raw: list[bytes], texts: list[str], widths: list[int], measur
     return best
 
 
-def continues(line: str, following: str, width: int, measure: int = AS_WRITTEN, triggers: Triggers | None = None) -> bool:
+def continues(line: str, following: str, width: int, measure: int = AS_WRITTEN, triggers: Triggers | None = None, began: str | None = None) -> bool:
     """Whether `following` is the rest of `line` that a wrap at `width` cut off: not after a
     line padded to the width or cut short on purpose (`...`, as Ray's Top-10 commands),
-    not a line that starts a record, nor one that begins as `line` does (its first
-    characters, digits aside: the next line of one fixed format, as memory lines of nearly
-    one width; a line number or a service name a collector put before every line, which
-    the rest of a wrapped line lacks), nor after blanks that pad the line (padded) unless a
+    not a line that starts a record, nor one that begins as `line` does, or as the line
+    `began` that `line` itself continues (its first characters, digits aside: the next line
+    of one fixed format, as memory lines of nearly one width, or of a record whose last
+    piece filled the width to its end; a line number or a service name a collector put
+    before every line, which the rest of a wrapped line lacks), nor after blanks that pad the line (padded) unless a
     trigger runs across them (DeepSpeed's `CPU Virtual Memory:  used`, cut after its two
     blanks), nor a frame's code after its whole `File` line, indented deeper (a frame as wide
     as the wrap)."""
@@ -250,7 +251,8 @@ def continues(line: str, following: str, width: int, measure: int = AS_WRITTEN, 
         return False
     if (frame := _FRAME_HEADER.search(line)) and following.startswith(frame.group(1) + "  "):
         return False
-    if _head_shape(following) == _head_shape(line):  # the next record of one format (digits aside)
+    head = _head_shape(following)
+    if head == _head_shape(line) or (began is not None and head is not None and head == _head_shape(began)):  # the next record of one format (digits aside)
         return False
     first = first_envelope(following)
     return first is None or first != first_envelope(line)
@@ -450,6 +452,7 @@ class Unwrapped(Layout):
         self.given = 0  # bytes handed out so far
         self.joins: list[int] = []  # offsets handed out where a removed line break stood
         self.removed = 0
+        self.began: str | None = None  # the first piece of the record the first line waiting continues, if it continues one
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         while len(self.ready) < len(buffer) and self.pending is not None:
@@ -474,10 +477,12 @@ class Unwrapped(Layout):
         done = 0  # lines handed out
         bodies = [without(self.outer, line) for line in lines] if self.outer else lines
         tabs = self.measure != AS_WRITTEN  # a tab took up to eight columns: a line with one may be fewer bytes than the wrap
+        began = {0: self.began} if self.began is not None else {}  # line -> the first piece of the record it continues
         for i in [i for i, body in enumerate(bodies[:count]) if (len(body) >= self.width or (tabs and b"\t" in body)) and i + 1 < len(lines)]:
             text = bodies[i].decode("utf-8", "replace").rstrip("\r")
-            if not continues(text, bodies[i + 1].decode("utf-8", "replace").rstrip("\r"), self.width, self.measure, self.triggers):
+            if not continues(text, bodies[i + 1].decode("utf-8", "replace").rstrip("\r"), self.width, self.measure, self.triggers, began.get(i)):
                 continue
+            began[i + 1] = began.get(i, text)
             if i > done:
                 self.ready += b"\n".join(lines[done:i]) + b"\n"
             line = lines[i]
@@ -492,6 +497,7 @@ class Unwrapped(Layout):
             self.ready += b"\n".join(lines[done:count]) + (b"" if final else b"\n")
         if not final:  # a continued segment that waits lost its envelope above: it waits so
             self.pending = b"\n".join(lines[-2:])
+            self.began = began.get(len(lines) - 2)
 
     def lines_of(self, first: int, start: int, last: int, stop: int) -> tuple[int, int]:
         first += bisect.bisect_right(self.joins, start)

@@ -337,6 +337,33 @@ def test_the_widest_line_continued_by_no_trigger_is_no_wrap():
     assert wrap_layout(text.encode(), False, cues(families()).triggers) is None
 
 
+# Records of one format, some as long as a whole number of rows: the last row of such a
+# record is exactly as wide as the wrap, and the next record must not be read as its rest
+
+READING_SAMPLES = [s.text for fam in families() for s in fam.samples if s.kind in ("gpu_memory", "host_memory") and "\n" not in s.text and s.text.isascii()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_a_record_that_fills_its_last_row_is_not_continued_by_the_next(data):
+    """A program that heads each record alike (its name and a time, digits aside) and a
+    terminal that wrapped them: a record whose length is a multiple of the width leaves a
+    last row as wide as the wrap, and the next record's head, like this record's own, says
+    it begins anew (layout.continues: `began`). Every reading is read, none joined to another."""
+    width = data.draw(st.integers(80, 200), label="width")
+    records = []
+    for n in range(data.draw(st.integers(4, 8), label="records")):
+        head = f"(AReaL) 20260409-23:{n:02d}:{data.draw(st.integers(10, 59)):02d}.{data.draw(st.integers(100, 999))} IOStruct INFO: "
+        line = head + data.draw(st.sampled_from(READING_SAMPLES), label="reading")
+        if data.draw(st.booleans(), label="fills its last row"):
+            line += "x" * (-len(line) % width)  # some text after the reading, to the row's end
+        assume(len(line) > width)
+        records.append(line)
+    plain = "\n".join(records) + "\n"
+    text = wrapped(plain.rstrip("\n"), width) + "\n"
+    assert [facts(e) for e in found(text)] == [facts(e) for e in found(plain)]
+
+
 # A report upside down tells the order of a paste with no time in it (newest_first, blocks)
 
 CUES = cues(families())
