@@ -58,6 +58,7 @@ class Envelope:
     samples: tuple[dict, ...]
     writer: str | None = None  # the program whose logger this is, when nothing outer names one
     added: bool = False  # put before every line by a person, viewer or collector, not the program
+    layer: re.Pattern[str] | None = None  # one copy of it, where its pattern reads several at once (nested quotes): what one more added
 
 
 class _Uncompiled:
@@ -91,6 +92,7 @@ def _envelope(entry: dict[str, Any]) -> Envelope:
         tuple(entry.get("sample", ())),
         entry.get("writer"),
         entry.get("added", False),
+        re.compile(entry["layer"]) if "layer" in entry else None,
     )
     pattern.envelope = envelope
     return envelope
@@ -291,9 +293,9 @@ def _peeled(line: Line, text: str) -> Line:
 
 def without(envelopes: tuple[Envelope, ...], line: bytes) -> bytes:
     """The line with those envelopes taken off its start, outermost first (as it stood before
-    they were added)."""
+    they were added): one copy of each (its `layer`), so a quote of a quote keeps the inner one."""
     for envelope in envelopes:
-        m = envelope.pattern.match(line.decode("utf-8", "replace"))
+        m = (envelope.layer or envelope.pattern).match(line.decode("utf-8", "replace"))
         if m and m.end() > 0:
             line = line[len(m.group(0).encode("utf-8")) :]
     return line

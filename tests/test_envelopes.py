@@ -9,7 +9,7 @@ import random
 import pytest
 
 from oomlens.data import load
-from oomlens.envelopes import ENVELOPES, peel
+from oomlens.envelopes import BY_NAME, ENVELOPES, peel, without
 
 TABLE = load("envelopes.toml")
 SAMPLES = [(e["name"], s) for e in TABLE["envelope"] for s in e.get("sample", ())]
@@ -25,6 +25,19 @@ def shown(stamp) -> str | None:
     if stamp.year is not None:
         text = f"{stamp.year:04d}-{text}"
     return text if stamp.millis is None else f"{text}.{stamp.millis:03d}"
+
+
+LAYERS = [(e["name"], s) for e in TABLE["envelope"] for s in e.get("layer_sample", ())]
+
+
+def test_every_layer_has_a_sample():
+    assert all(e.get("layer_sample") for e in TABLE["envelope"] if "layer" in e)
+
+
+@pytest.mark.parametrize("name,sample", LAYERS, ids=[f"{n}:{s['line'][:40]}" for n, s in LAYERS])
+def test_layer_sample(name, sample):
+    """One copy of an envelope taken off, as layout takes off one added after a wrap."""
+    assert without((BY_NAME[name],), sample["line"].encode()).decode() == sample["without"]
 
 
 def test_every_envelope_and_debris_form_has_a_sample():
