@@ -7,6 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Every property test's examples, whichever files a run collects: drawn from a seed of each
+# test's own (the suite fails or passes the same way each time), none kept between runs
+settings.register_profile(
+    "default", max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.load_profile("default")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

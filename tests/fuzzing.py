@@ -37,9 +37,6 @@ REGRESSIONS = HERE / "fuzz_regressions"
 SEEDS = sorted(FIXTURES.glob("real/*.log")) + sorted(FIXTURES.glob("sessions/ray2.60-*/driver-console.log"))[:2]
 SEED_BYTES = [p.read_bytes() for p in SEEDS]
 
-settings.register_profile(
-    "default", max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
 settings.register_profile("fuzz", max_examples=500, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 HOSTILE = [

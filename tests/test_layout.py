@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from conftest import REAL
 from oomlens import analyze
+from oomlens.envelopes import peel
 from oomlens.grammars import cues, families
 from oomlens.layout import continues, newest_first, wrap_layout, wrap_width
 from oomlens.pipeline import read_input
@@ -340,7 +341,12 @@ def test_the_widest_line_continued_by_no_trigger_is_no_wrap():
 # Records of one format, some as long as a whole number of rows: the last row of such a
 # record is exactly as wide as the wrap, and the next record must not be read as its rest
 
-READING_SAMPLES = [s.text for fam in families() for s in fam.samples if s.kind in ("gpu_memory", "host_memory") and "\n" not in s.text and s.text.isascii()]
+READING_SAMPLES = [  # as a program prints them after its own head: no envelope of their own before them
+    s.text
+    for fam in families()
+    for s in fam.samples
+    if s.kind in ("gpu_memory", "host_memory") and "\n" not in s.text and s.text.isascii() and peel(s.text).text == s.text
+]
 
 
 @settings(max_examples=60, deadline=None)
