@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from .events import Clue, Event, from_rows, to_rows
 from .grammars import Family, cues, families
 from .layout import LAYOUT_HEAD, blanks_added, newest_first, stamped_later, wrap_layout
-from .reduce import NOTHING, Held, Reduction, Tally, joined, restored, tally_of
+from .reduce import NOTHING, Held, Tally, joined, restored, tally_of
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, set_latest, told_once
 from .sources import Input, error_line
 from .sources.decoding import BOM, ENCODED, Text, compressed, marks_in, records_of
@@ -118,7 +118,8 @@ def read_range(
     kept = restored(found, reduction, rows=False)
     opened = [i for i, x in enumerate(kept) if isinstance(x, Event) and is_open(x)]
     held = reduction.held() if reduction is not None else {}
-    return to_rows(kept), own, (scanner.problems, scanner.counts()), (first, first_node), opened, ctx.year, held, _reduced(kept, reduction)[1]
+    tally = reduction.tally() if reduction is not None else tally_of(kept)
+    return to_rows(kept), own, (scanner.problems, scanner.counts()), (first, first_node), opened, ctx.year, held, tally
 
 
 def _count_lines(fh: BinaryIO, lo: int, hi: int) -> int:
@@ -211,7 +212,3 @@ def _ends_with_break(path: str) -> bool:
     with open(path, "rb") as fh:
         fh.seek(-1, os.SEEK_END)
         return fh.read(1) == b"\n"
-
-
-def _reduced(found: list[Event | Clue], reduction: Reduction | None) -> tuple[list[Event | Clue], Tally]:
-    return found, reduction.tally() if reduction is not None else tally_of(found)

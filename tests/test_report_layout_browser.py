@@ -65,8 +65,10 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     return {name: report.write(analyze(str(source), jobs=1), work / f"{name}.html") for name, source in inputs.items()}
 
 
-# what plotly does on a window's resize (`responsive: true`), awaited: every plot laid out
-# anew; then the page's own fit of each plot's height to its legend (data-fitting while it runs)
+# a window resized: the page redraws each plot at its box's new width by itself (plotly's
+# `responsive: true`); then what plotly does on a resize, awaited, so its last relayout is done,
+# and the page's own fit of each plot's height to its legend (data-fitting while it runs)
+REDRAWN = "() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(div => Math.abs(div._fullLayout.width - div.clientWidth) < 1)"
 RESIZED = "() => Promise.all(Array.from(document.querySelectorAll('.js-plotly-plot')).map(div => Plotly.Plots.resize(div)))"
 FITTED = "() => document.querySelector('[data-fitting]') === null"
 
@@ -95,6 +97,7 @@ class Shown:
         if now != size:
             width, height = SIZES[size]
             page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_function(REDRAWN, timeout=10_000)
             page.evaluate(RESIZED)
             page.wait_for_function(FITTED)
             self.at[name] = (page, size)

@@ -1132,10 +1132,8 @@ PAGE_JS = """
     var legend = gd.querySelector(".legend"), extra = legend ? Math.ceil(legend.getBBox().height) : 0;
     if (!height || gd.layout.height === height + extra) { return Promise.resolve(gd); }
     gd.setAttribute("data-fitting", "");
-    return Plotly.relayout(gd, {height: height + extra, width: null, autosize: true}).then(function () {
-      gd.removeAttribute("data-fitting");
-      return gd;
-    });
+    function done() { gd.removeAttribute("data-fitting"); return gd; }
+    return Plotly.relayout(gd, {height: height + extra, width: null, autosize: true}).then(done, done);
   }
   var table = document.getElementById("event-table");
   function toggle(body, open) {
