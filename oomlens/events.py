@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import math
 import re
 from dataclasses import dataclass, field, replace
@@ -426,18 +427,37 @@ def _fold_raised(events: list[Event], kinds: Kinds) -> list[Event]:
     near = {name: kind.raised_within for name, kind in kinds.items() if kind.raised_within}
     if not near or not any(e.kind in near for e in events):
         return events
-    memory: dict[str, list[Event]] = {}
+    spans: dict[str, list[tuple[int, int]]] = {}
     for event in events:
         if event.kind in kinds.memory_failures:
             for source in event.sources:
-                memory.setdefault(source.path, []).append(event)
+                spans.setdefault(source.path, []).append(source.span)
+    reports = {path: _Reports(found) for path, found in spans.items()}
     result = []
     for event in events:
-        reach = near.get(event.kind)
-        s = event.source
-        if not reach or not any(t.path == s.path and _apart(t, s) <= reach for m in memory.get(s.path, ()) for t in m.sources):
+        reach, s = near.get(event.kind), event.source
+        if not reach or s.path not in reports or not reports[s.path].within(s.span, reach):
             result.append(event)
     return result
+
+
+class _Reports:
+    """The spans of a file's memory failures' reports, for the question _fold_raised asks of
+    every report: is one of them within `reach` lines of this span (_apart)? A span (lo, hi)
+    is, exactly where lo <= span's end + reach and hi >= span's start - reach: among the
+    spans sorted by start, those that start early enough are a prefix, and the latest end
+    of each prefix is kept. One search a report: a log failing in a loop has thousands of
+    memory failures and as many reports to ask about (each against each was quadratic)."""
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        spans.sort()
+        self.starts = [lo for lo, _ in spans]
+        self.latest = list(itertools.accumulate((hi for _, hi in spans), max))
+
+    def within(self, span: tuple[int, int], reach: int) -> bool:
+        lo, hi = span
+        i = bisect.bisect_right(self.starts, hi + reach)
+        return i > 0 and self.latest[i - 1] >= lo - reach
 
 
 def _nearest(event: Event, full: list[Event]) -> Event | None:

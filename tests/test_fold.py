@@ -8,6 +8,7 @@ import bisect
 import datetime
 
 import pytest
+from hypothesis import given, strategies as st
 
 from oomlens import analyze, events as events_module
 
@@ -148,3 +149,36 @@ def test_anchors_come_nearest_first_and_are_all_those_of_the_window(seed):
         distances = [abs(t - a[0]) for a in got]
         assert distances == sorted(distances)
         assert sorted(a[1] for a in got) == sorted(n for n, x in enumerate(times) if lo <= x <= hi)
+
+
+def test_the_errors_a_loop_of_memory_failures_raised_are_left_out_in_linear_work(tmp_path, monkeypatch):
+    """A run failing in a loop: each CUDA OOM with the error it raised on the next line (the
+    OOM told once more: left out) and another error far from any OOM (kept). Each error is
+    asked about once, not against every OOM of its file: the square of thousands of each was
+    most of a hostile megabyte's time."""
+    count = 600
+    compared = []
+    original = events_module._apart
+    monkeypatch.setattr(events_module, "_apart", lambda *args: compared.append(1) or original(*args))
+    filler = "".join(f"step: loss 0.{n:04d}\n" for n in range(8))
+    log = tmp_path / "worker-0123456789abcdef0123456789abcdef0123456789abcdef01234567-ffffffff-4242.err"
+    log.write_text("".join(f"{OOM}\nValueError: raised by OOM {n}\n{filler}ValueError: apart {n}\n{filler}" for n in range(count)), encoding="utf-8")
+    found = analyze(str(log), jobs=1, all_events=True)
+    errors = sorted(e.fields["message"] for e in found.events if e.kind == "process_error")
+    assert errors == sorted(f"apart {n}" for n in range(count))
+    assert len(compared) <= 4 * count
+
+
+@given(
+    spans=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 40)).map(lambda t: (t[0], t[0] + t[1])), max_size=30),
+    report=st.tuples(st.integers(0, 240), st.integers(0, 40)).map(lambda t: (t[0], t[0] + t[1])),
+    reach=st.integers(0, 12),
+)
+def test_a_report_is_within_reach_of_a_memory_failure_exactly_where_one_lies_that_near(spans, report, reach):
+    """_Reports.within against its definition: some span _apart from the report by `reach` lines or fewer."""
+
+    def source(span: tuple[int, int]) -> events_module.Source:
+        return events_module.Source("f", span[0] + 1, span[1] + 1)
+
+    brute = any(events_module._apart(source(s), source(report)) <= reach for s in spans)
+    assert events_module._Reports(list(spans)).within(report, reach) == brute
