@@ -120,7 +120,7 @@ def main() -> None:
         path, output = Path(folder) / "worker.err", Path(folder) / "out.json"
         for failures in (args.failures, args.failures * args.scale):
             flood(random.Random(args.seed), failures, path)
-            wall, (rss, pss) = timed([*oomlens, str(path)], output)
+            wall, (rss, pss) = timed([*oomlens, str(path)], output, sample=True)
             result = json.loads(output.read_bytes())
             read = sum(i.get("failures", {}).get("read", 0) for i in result["inputs"]) or len(result["events"])
             peaks.append(pss)

@@ -126,7 +126,7 @@ def timed(cmd: list[str]) -> tuple[float, float, int]:
     is on an idle core, whatever else the machine runs meanwhile), and its peak memory (PSS
     summed over its processes, bench/run.py's sampling)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    wall, (_, pss) = run.timed(cmd, check=False)
+    wall, (_, pss) = run.timed(cmd, check=False, sample=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), pss
 
