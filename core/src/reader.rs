@@ -347,12 +347,13 @@ impl Reader {
         while raw.last() == Some(&b'\r') {
             raw = &raw[..raw.len() - 1];
         }
-        if raw.len() > MAX_CLAIM || !maskable(raw) || std::str::from_utf8(raw).is_err() || raw.starts_with(b"{\"") {
+        if raw.len() > MAX_CLAIM || !maskable(raw) || raw.starts_with(b"{\"") {
             return Ok(false);
         }
+        let Ok(text) = std::str::from_utf8(raw) else { return Ok(false) };
         let (mut key, mut tokens) = (std::mem::take(&mut self.key), std::mem::take(&mut self.tokens));
         let taken = if setup.shape(family, raw, &mut key, &mut tokens) {
-            self.take_shaped(setup, family, &key, &tokens, hay, raw, start, stop, line, study, learn)
+            self.take_shaped(setup, family, &key, &tokens, hay, text, start, stop, line, study, learn)
         } else {
             Ok(false)
         };
@@ -368,13 +369,14 @@ impl Reader {
         key: &[u8],
         tokens: &[Token],
         hay: &[u8],
-        raw: &[u8],
+        text: &str,
         start: usize,
         stop: usize,
         line: i64,
         study: &mut Vec<Study>,
         learn: &mut Learn<'_, E>,
     ) -> Result<bool, E> {
+        let raw = text.as_bytes();
         let mut plans = setup.plans.lock().expect("no reader panics while holding the plans");
         let asked = match plans.get(key).map(|p| p.state) {
             None => {
@@ -424,7 +426,6 @@ impl Reader {
                 let _ = after.set(Some(lent));
             }
         }
-        let text: Arc<str> = std::str::from_utf8(raw).expect("checked above").into();
         self.pending.push(Pending {
             offset: start,
             family,
@@ -433,7 +434,7 @@ impl Reader {
                 layout,
                 values: reading.values,
                 line,
-                text,
+                text: text.into(),
                 year: self.year,
                 own: reading.own,
                 borrowed: reading.borrowed,
