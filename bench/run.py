@@ -205,14 +205,13 @@ def main() -> None:
         "oomlens -j 2": ([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "2"], out2),
         "floor": ([*FLOOR, str(tree)], None),
     }
-    timings: dict[str, tuple[float, tuple[int, int]]] = {}
+    runs: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.runs):  # the tools take turns, so a busy moment of the machine hits them alike
         for name, (cmd, output) in commands.items():
-            seconds, _ = timed(cmd, output)
-            timings[name] = (min(seconds, timings.get(name, (seconds,))[0]), (0, 0))
-    timings["oomlens -j 1"] = (timed([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "1"], out1)[0], (0, 0))
-    for name, (cmd, _) in [*commands.items(), ("oomlens -j 1", ([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "1"], None))]:
-        timings[name] = (timings[name][0], peak_of(cmd))
+            runs[name].append(timed(cmd, output)[0])
+    commands["oomlens -j 1"] = ([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "1"], out1)
+    runs["oomlens -j 1"] = [timed(*commands["oomlens -j 1"])[0]]
+    timings = {name: (min(runs[name]), peak_of(cmd)) for name, (cmd, _) in commands.items()}  # each tool's memory from a run of its own
     result = json.loads(out2.read_text())
     identical = out1.read_bytes() == out2.read_bytes()
     missing = recall(result, manifest["planted"])
