@@ -9,7 +9,11 @@ from oomlens.grammars import families, parse_prefix
 
 SETTINGS = next(f for f in families() if f.name == "settings")
 KEYS = ["max_model_len", "gpu_memory_utilization", "ppo_micro_batch_size_per_gpu", "expandable_segments", "colocate_all_models", "zero_stage"]
+# any KEY the grammar's terminal reads (its lookahead aside: the words after it decide that),
+# ASCII as configs write them: a name the keep pattern lacked would lose its setting
+KEY = next(t.pattern.value for t in SETTINGS.parser.terminals if t.name == "KEY").rsplit("(?=", 1)[0]
 WORDS = st.one_of(
+    st.from_regex(f"(?a:{KEY})", fullmatch=True),
     st.sampled_from(KEYS),
     st.sampled_from(KEYS).map(lambda k: f"--{k}"),
     st.sampled_from(KEYS).map(lambda k: f"actor.rollout.{k}"),
@@ -49,3 +53,11 @@ def test_a_cuda_oom_message_is_read_for_its_one_setting():
     kept = [m.group(0) for m in SETTINGS.keep.finditer(oom)]
     assert kept == ["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."]
     assert SETTINGS.parse(oom) == ([], False) and _whole(oom) == []  # the hint's name is inside a word: no KEY of the grammar's
+
+
+@given(st.from_regex(f"(?a:{KEY})", fullmatch=True), st.sampled_from([": ", "=", " = ", "': ", " "]), st.sampled_from(["0.6", "True", "4096", "x"]), SPACES)
+def test_every_key_the_grammar_reads_is_among_the_words_kept(key, separator, value, space):
+    """Each KEY the terminal reads, amid words of a sentence: its setting is read."""
+    text = f"If memory is large try{space}{key}{separator}{value} to avoid fragmentation"
+    drafts, _ = SETTINGS.parse(text)
+    assert drafts == _whole(text)
