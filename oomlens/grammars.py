@@ -200,6 +200,12 @@ class Family:
             made.append(Sample(kind, dict(pair.split("=", 1) for pair in pairs), text, line))
         return made
 
+    @functools.cached_property
+    def sample_kinds(self) -> frozenset[str]:
+        """The kinds the family's samples make (each directive's first word: a run asks no
+        more of them, and splitting every directive cost each process a tenth of a second)."""
+        return frozenset(directive.split(None, 1)[0] for _, directive, _ in self.written_samples)
+
     def check(self) -> None:
         """Read now what a run reads only where it needs it: a mistake in it raises here."""
         for name in ("start", "continues", "ends", "back", "after", "reduce", "keep", "samples"):

@@ -188,7 +188,7 @@ def trigger_for(fams: tuple[Family, ...]) -> Trigger:
 def _readings_only(fam: Family) -> bool:
     """Whether every line of a family makes a memory reading (its samples say so): only such
     lines may the core read whole; a failure's line is always read here."""
-    return bool(fam.samples) and all(sample.kind in READINGS for sample in fam.samples)
+    return bool(fam.sample_kinds) and fam.sample_kinds <= READINGS
 
 
 # The core's reading of whole lines (core/src/reader.rs): "0" leaves every line to Python;

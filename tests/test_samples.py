@@ -40,6 +40,7 @@ def test_every_sample_directive_is_a_sample_checked_here():
         assert [(s.line, s.kind) for s in fam.samples] == declared, fam.name
         for s in fam.samples:
             assert s.text and s.text.split("\n")[0] == lines[s.line].removeprefix("//| "), f"{fam.name}:{s.line}"
+        assert fam.sample_kinds == {s.kind for s in fam.samples}, fam.name  # what a run reads of them (scan._readings_only)
 
 
 def test_every_family_reads_whole():
