@@ -130,10 +130,18 @@ class Block(NamedTuple):
         return self.family.start
 
 
+@functools.lru_cache(maxsize=8)
+def _superset(pattern: str) -> Regex | None:
+    """line_superset of a Triggers' pattern, kept by its text as `re` keeps its compiled
+    patterns: a Triggers is made for each input read."""
+    return line_superset(pattern)
+
+
 class Triggers:
     """Every family's triggers as one pattern over text, compiled where first searched: only
     a head with a line a wrap may have cut asks it (layout.py), and it costs more to compile
-    than most files' whole layout. Its searches are `re`'s."""
+    than most files' whole layout. Its searches are `re`'s, asked only of a window the core's
+    DFA finds a trigger in (`re` tries each of the hundred alternatives at every character)."""
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
@@ -142,8 +150,19 @@ class Triggers:
     def compiled(self) -> re.Pattern[str]:
         return re.compile(self.pattern)
 
+    @property
+    def superset(self) -> Regex | None:
+        return _superset(self.pattern)
+
     def search(self, text: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
-        return self.compiled.search(text, pos, len(text) if endpos is None else endpos)
+        endpos = len(text) if endpos is None else endpos
+        # the window as `re` sees it from pos: with the character before, which `^` and `\b`
+        # look at. Over ASCII the DFA's classes are `re`'s, and it finds every match of the
+        # pattern (line_superset): where it finds none, `re` would find none
+        window = text[max(pos - 1, 0) : endpos]
+        if window.isascii() and self.superset is not None and self.superset.search(window.encode()) is None:
+            return None
+        return self.compiled.search(text, pos, endpos)
 
 
 class Cues(NamedTuple):

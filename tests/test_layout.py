@@ -330,6 +330,27 @@ def test_one_report_cut_through_its_trigger_is_read_as_written(data):
     assert [facts(e) for e in found(text)] == [facts(e) for e in found(plain)]
 
 
+ALL_SAMPLES = [s.text for fam in families() for s in fam.samples]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_triggers_search_finds_what_re_finds_in_any_window(data):
+    """Triggers.search asks `re` only of a window the core's DFA finds a trigger in: in any
+    window of reports and words (a word's middle, a line's start, text past ASCII), it finds
+    what `re` alone finds, where it finds it."""
+    pieces = data.draw(st.lists(st.sampled_from(ALL_SAMPLES) | st.sampled_from([*SHORT, "é", "\n", "_x", "  "]), min_size=1, max_size=4), label="text")
+    text = data.draw(st.sampled_from(["", " ", "\n"]), label="between").join(pieces)
+    triggers = cues(families()).triggers
+    edges = sorted(
+        {max(0, min(len(text), e + d)) for m in triggers.compiled.finditer(text) for e in m.span() for d in (-1, 0, 1)}
+    )  # where a window's edge matters
+    pos = data.draw(st.sampled_from(edges) | st.integers(0, len(text)) if edges else st.integers(0, len(text)), label="pos")
+    end = data.draw(st.sampled_from([e for e in edges if e >= pos] or [len(text)]) | st.integers(pos, len(text)), label="end")
+    got, want = triggers.search(text, pos, end), triggers.compiled.search(text, pos, end)
+    assert (got and got.span()) == (want and want.span())
+
+
 def test_the_widest_line_continued_by_no_trigger_is_no_wrap():
     """The widest line of a log and the line after it, which make no trigger together: no
     wrap, however the next line begins."""
