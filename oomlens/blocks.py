@@ -11,6 +11,7 @@ raw line shape.
 
 from __future__ import annotations
 
+import marshal
 import re
 from dataclasses import dataclass
 
@@ -24,6 +25,8 @@ GLUED_TRIES = 64  # records glued on one line tried after the first fails to par
 MAX_LINE = 1 << 20  # a longer line is scanned in pieces; a block reads at most this much of a line
 MAX_SKIPPED = 60  # other workers' lines skipped inside a block
 NOT_PLAIN = (b"(", b"\x1b")  # first bytes of a line that begins with an envelope
+PARSED_MAX = 256  # blocks whose parse a scan keeps, the latest (a run failing in a loop prints the same few again and again)
+PARSED_TEXT = 1 << 14  # characters of the longest block whose parse is kept
 
 
 @dataclass(slots=True)
@@ -53,6 +56,7 @@ class Blocks:
         self.end = 0  # where the stream's bytes end in the buffer
         self.cut_end = False  # the stream ends there without a line break: its last number may have gone on
         self._plain: dict[str, dict[bytes, int]] = {}  # per shape-cached family: a raw line's shape -> plain_start
+        self._parsed: dict[tuple[str, str], tuple[bytes, bool]] = {}  # (family, block text) -> its drafts (marshalled) and completeness
 
     def bound(self, end: int, cut: bool) -> None:
         """The stream's bytes end at `end` of the buffer the next blocks are read from;
@@ -131,7 +135,7 @@ class Blocks:
             cursor, cur_line = after, cur_line + n_phys
         if self.cut_end and end >= self.end:  # a number where the input was cut may have gone on
             texts[-1] = texts[-1][: cut_number(texts[-1])]
-        drafts, _complete = fam.parse(normalise("\n".join(texts)))
+        drafts, _complete = self._parse(fam, normalise("\n".join(texts)))
         tries = 0
         while not drafts and not reached and tries < GLUED_TRIES:
             # records glued on one line (a viewer that lost the line breaks): the next record
@@ -146,10 +150,29 @@ class Blocks:
             texts[0] = head.text[m.start() :]
             if len(texts) == 1 and self.cut_end and end >= self.end:
                 texts[0] = texts[0][: cut_number(texts[0])]
-            drafts, _complete = fam.parse(normalise("\n".join(texts)))
+            drafts, _complete = self._parse(fam, normalise("\n".join(texts)))
         if not drafts:
             return None
         return end, Block(head, lineno, end_line, "\n".join(raw_texts), start, end), drafts
+
+    def _parse(self, fam: Family, text: str) -> tuple[list[dict], bool]:
+        """fam.parse, once per text among the latest PARSED_MAX blocks of this scan: a run
+        failing in a loop prints one traceback hundreds of times, each peeled to the same
+        text. The parse is a function of the text alone; each caller gets drafts of its own
+        (the scan fills them in), unmarshalled from the kept bytes (drafts are plain values)."""
+        key = (fam.name, text)
+        kept = self._parsed.get(key)
+        if kept is not None:
+            return marshal.loads(kept[0]), kept[1]
+        drafts, complete = fam.parse(text)
+        if len(text) <= PARSED_TEXT:
+            try:
+                self._parsed[key] = (marshal.dumps(drafts), complete)
+            except ValueError:  # a draft holding what marshal cannot write: parsed each time
+                return drafts, complete
+            if len(self._parsed) > PARSED_MAX:
+                del self._parsed[next(iter(self._parsed))]
+        return drafts, complete
 
     def _plain_at(self, fam: Family, raw: bytes, line: str) -> int:
         """plain_start of a line of `fam`, decided once per raw line shape (every digit a 0):
