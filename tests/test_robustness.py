@@ -73,9 +73,11 @@ def differs(path: Path, name: str, moved_to: Path) -> str | None:
     if path not in UNTOUCHED:
         UNTOUCHED[path] = facts(analyze(str(path), jobs=1))
     events, verdict = UNTOUCHED[path]
-    data = path.read_bytes()
+    data = untouched = path.read_bytes()
     for step in CASES[name]:
         data = apply(step, data)
+    if data == untouched:  # nothing the transform does is in this input (no colour code, no line to wrap): read already
+        return None
     folder = moved_to / f"{_id(path).replace('/', '-')}-{name}"
     folder.mkdir()
     moved = folder / path.name
