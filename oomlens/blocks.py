@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import marshal
 import re
+from copy import copy
 from dataclasses import dataclass
 
 from .envelopes import Line, added_heads, peel, peel_shorter, starts_record
@@ -27,6 +28,7 @@ MAX_SKIPPED = 60  # other workers' lines skipped inside a block
 NOT_PLAIN = (b"(", b"\x1b")  # first bytes of a line that begins with an envelope
 PARSED_MAX = 256  # blocks whose parse a scan keeps, the latest (a run failing in a loop prints the same few again and again)
 PARSED_TEXT = 1 << 14  # characters of the longest block whose parse is kept
+PEELED_MAX = 4  # lines whose peel a scan keeps, the latest: a line is the next one of a block, then a block's head, for each family it triggers
 
 
 @dataclass(slots=True)
@@ -57,6 +59,7 @@ class Blocks:
         self.cut_end = False  # the stream ends there without a line break: its last number may have gone on
         self._plain: dict[str, dict[bytes, int]] = {}  # per shape-cached family: a raw line's shape -> plain_start
         self._parsed: dict[tuple[str, str], tuple[bytes, bool]] = {}  # (family, block text) -> its drafts (marshalled) and completeness
+        self._peeled: dict[str, Line] = {}  # the latest lines peeled, and how
 
     def bound(self, end: int, cut: bool) -> None:
         """The stream's bytes end at `end` of the buffer the next blocks are read from;
@@ -94,7 +97,7 @@ class Blocks:
         # a progress bar rewrites its line with \r: the hit's segment is the message
         seg_start = first_raw.rfind("\r", 0, _char_index(data, start, pos)) + 1 if "\r" in first_raw.rstrip("\r\n") else 0
         segment = first_raw[seg_start:].split("\r", 1)[0]
-        head = peel(segment)
+        head = self._peel(segment)
         m = fam.back.match(head.text) if reached and fam.back is not None else fam.start.search(head.text)
         if m is None and not reached:
             head, m = _peeled_short_of_start(segment, fam)
@@ -113,7 +116,7 @@ class Blocks:
             if fam.ends is not None and fam.ends.match(texts[-1]):
                 break
             raw, after, n_phys = _logical_line(data, cursor, self.end, unwrap)
-            line = peel(raw)
+            line = self._peel(raw)
             if line.text.strip() and not fam.continues.match(line.text):  # an envelope that took the line's first words?
                 line = next((alt for alt in peel_shorter(raw) if fam.continues.match(alt.text)), line)
             if line.stream and head.stream and line.stream != head.stream:
@@ -154,6 +157,18 @@ class Blocks:
         if not drafts:
             return None
         return end, Block(head, lineno, end_line, "\n".join(raw_texts), start, end), drafts
+
+    def _peel(self, text: str) -> Line:
+        """peel, once for the few latest lines: a line is looked at as the next line of a
+        block, then read as the head of its own, by each family whose trigger it holds
+        (failures one after another). Each caller gets a Line of its own."""
+        kept = self._peeled.get(text)
+        if kept is not None:
+            return copy(kept)
+        line = self._peeled[text] = peel(text)
+        if len(self._peeled) > PEELED_MAX:
+            del self._peeled[next(iter(self._peeled))]
+        return copy(line)
 
     def _parse(self, fam: Family, text: str) -> tuple[list[dict], bool]:
         """fam.parse, once per text among the latest PARSED_MAX blocks of this scan: a run

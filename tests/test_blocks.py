@@ -1,5 +1,6 @@
-"""A scan parses each block text once among its latest (blocks.Blocks._parse): a run failing
-in a loop prints one traceback hundreds of times. What is read must not depend on it."""
+"""A scan parses each block text once among its latest (blocks.Blocks._parse), and peels each
+line once among the latest few (Blocks._peel): a run failing in a loop prints one traceback
+hundreds of times, and failures one after another. What is read must not depend on either."""
 
 from __future__ import annotations
 
@@ -57,4 +58,25 @@ def test_real_logs_repeated_read_as_without_the_kept_parses(tmp_path, monkeypatc
     kept = analyze(str(log), jobs=1).to_dict()
     for most in (0, 2):
         monkeypatch.setattr(blocks, "PARSED_MAX", most)
+        monkeypatch.setattr(blocks, "PEELED_MAX", most)
         assert analyze(str(log), jobs=1).to_dict() == kept
+
+
+def test_failures_one_after_another_are_each_peeled_once(tmp_path, monkeypatch):
+    """A CUDA OOM on every line, each stamped: a line is the next line of the block before
+    it and the head of its own, for each family its trigger starts (cuda_oom, process_error):
+    peeled once, and read as a scan that peels it each time reads it."""
+    peeled: list[str] = []
+    peel = blocks.peel
+
+    def counted(text: str) -> object:
+        peeled.append(text)
+        return peel(text)
+
+    log = tmp_path / "trainer.log"
+    log.write_text("".join(f"2026-01-01 00:{n:02d}:00,000 - trainer - ERROR - {TRACEBACK.splitlines()[-1]}\n" for n in range(50)), encoding="utf-8")
+    monkeypatch.setattr(blocks, "peel", counted)
+    found = analyze(str(log), jobs=1, budget=None)
+    assert len(set(peeled)) == 50 and len(peeled) <= 50 + 1  # and once for the lines' shape: whether it is plain (plain_start)
+    monkeypatch.setattr(blocks, "PEELED_MAX", 0)
+    assert analyze(str(log), jobs=1, budget=None).to_dict() == found.to_dict() and len(peeled) > 100
