@@ -1,6 +1,10 @@
 # Two commands for a new user: `make demo` and `make test`; two more for a contributor:
 # `make check` and `make test-quick`. Each sets up .venv itself.
-PYTHON ?= python3
+# Debian's CPython 3.11 where it can make a venv, else the python3 on PATH: Debian builds it with
+# profile-guided and link-time optimisation and links the interpreter into its binary, where a
+# pyenv or source build (first on PATH on some machines) calls a shared libpython built with
+# neither; the same suite takes about a quarter less CPU on Debian's
+PYTHON ?= $(shell /usr/bin/python3.11 -c 'import ensurepip, venv' >/dev/null 2>&1 && echo /usr/bin/python3.11 || echo python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
