@@ -317,19 +317,18 @@ def test_colour_codes_never_reach_the_page(browser, tmp_path, name):
         loaded.page.close()
 
 
-def test_cdn_page_draws_with_the_one_script_its_policy_allows(browser, tmp_path):
+def test_cdn_page_draws_with_the_one_script_its_policy_allows(browser, opened, tmp_path):
     """--plotly cdn: the page asks plotly's CDN for the plotly.js plotly.py pins (answered
-    here from the same file), draws as the inline page does, and its Content-Security-Policy
-    refuses any other script, even from the same host."""
+    here from the same file), draws as the inline page of the same logs does, and its
+    Content-Security-Policy refuses any other script, even from the same host."""
     from plotly.offline import get_plotlyjs
 
-    source = str(FIXTURE_INPUTS["openrlhf-reward-model-host-oom"])
+    name = "openrlhf-reward-model-host-oom"
     url = plotly_cdn_url()
-    cdn = Loaded(browser, written(tmp_path, source, "--plotly", "cdn", name="cdn.html"), served={url: get_plotlyjs()})
-    inline = Loaded(browser, written(tmp_path, source, name="inline.html"))
+    cdn = Loaded(browser, written(tmp_path, str(FIXTURE_INPUTS[name]), "--plotly", "cdn", name="cdn.html"), served={url: get_plotlyjs()})
     try:
         assert cdn.errors == [] and cdn.requests == [cdn.url, url]
-        assert cdn.traces("timeline") == inline.traces("timeline")
+        assert cdn.traces("timeline") == opened[name].traces("timeline")
         refused = cdn.page.evaluate(
             """() => new Promise(done => {
                  document.addEventListener("securitypolicyviolation", e => done(e.blockedURI));
@@ -341,7 +340,6 @@ def test_cdn_page_draws_with_the_one_script_its_policy_allows(browser, tmp_path)
         assert refused == "https://cdn.plot.ly/plotly-latest.min.js"
     finally:
         cdn.page.close()
-        inline.page.close()
 
 
 @pytest.mark.parametrize("made", ["missing", "empty"])
