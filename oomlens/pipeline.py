@@ -73,7 +73,13 @@ def _read(item: Input, events: list, reduction: Reduction | None = None, fams: t
     scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node), fams, layout=layout, pools=reduction.readings if reduction is not None else None)
     try:
         for event in scanner.events(stream if tick is None else counted(stream, item, tick)):
-            events.append(event if reduction is None else reduction.take(event, (0, len(events))))
+            if reduction is None:
+                events.append(event)
+                continue
+            # its place first: the reduction records it before it pools or prunes, and an
+            # error there must leave a gap at that place, not a place past the list's end
+            events.append(None)
+            events[-1] = reduction.take(event, (0, len(events) - 1))
     except OSError as err:
         scanner.problems.append(f"read failed after {scanner.bytes_read} bytes: {err.strerror or err}")
     finally:

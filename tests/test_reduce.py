@@ -8,9 +8,11 @@ from __future__ import annotations
 import math
 import random
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from conftest import REAL
 from oomlens.events import Clue, Event, Source
 from oomlens.reduce import FAILURE_SHARE, FILEWIDE, LABELLESS, SIZES, WIDEST, Reduction, reduce_found, restore
 
@@ -582,3 +584,36 @@ def test_the_wording_of_failures_left_out_is_still_read(tmp_path):
     full, reduced = analyze(str(tmp_path), jobs=1, budget=None), analyze(str(tmp_path), jobs=1, budget=2)
     assert len(reduced.events) < len(full.events)
     assert reduced.versions.get("torch") == full.versions.get("torch") == ">=2.4"
+
+
+@pytest.mark.parametrize("where", ["prune", "add"])
+def test_a_failure_inside_the_reduction_costs_the_rest_of_its_input_only(tmp_path, monkeypatch, where):
+    """The reduction takes an event and records its place before it looks over what it holds
+    (prune) or pools it (add): an error of oomlens there ends that input's reading, told as
+    its problem, with what was read before it kept; the other inputs are read whole."""
+    from oomlens import analyze, reduce
+
+    looped = tmp_path / "looped.log"
+    looped.write_text((REAL / "029_vllm_14574.log").read_text(encoding="utf-8") * 40, encoding="utf-8")
+    (tmp_path / "other.log").write_bytes((REAL / "007_verl_2151.log").read_bytes())
+    alone = analyze(str(tmp_path / "other.log"), jobs=1)
+    monkeypatch.setattr(reduce, "CONTEXT_HELD", 2)  # the held tracebacks are looked over early
+    calls = {"n": 0}
+    real = getattr(reduce.Reduction, where)
+
+    def failing(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("a bug in the reduction")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(reduce.Reduction, where, failing)
+    diagnosis = analyze(str(tmp_path), jobs=1)
+    by_name = {Path(i.path).name: i for i in diagnosis.inputs}
+    assert by_name["looped.log"].problems == ["oomlens failed on this input, rest not read (please report): RuntimeError: a bug in the reduction"]
+    assert by_name["other.log"].problems == [] and by_name["other.log"].bytes == (REAL / "007_verl_2151.log").stat().st_size
+
+    def facts(events) -> list[dict]:
+        return [{k: v for k, v in e.to_dict().items() if k != "id"} for e in events]
+
+    assert facts(e for e in diagnosis.events if e.source.path.endswith("other.log")) == facts(alone.events)
