@@ -32,7 +32,9 @@ from .prefilter import Prefilter, fast_regex, newlines, utf8_valid
 from .sources import error_line
 from .times import STAMPS, YEAR, Stamp, last_stamp_at, node_of_line
 
-CHUNK = 4 << 20  # bytes read at a time
+# bytes read at a time: a chunk's blocks are all read before any becomes an event (their times
+# are looked up together), and a chunk dense with failures holds thousands of them at once
+CHUNK = 1 << 20
 OVERLAP = 4 << 10  # bytes of a piece of a long line read again with the next piece
 MAX_BLOCK = 256 << 10  # a block never spans more bytes than this
 STAMP_WINDOW = 2048  # bytes searched back from a resumed scan's start for the time before it, then twice as wide each try
