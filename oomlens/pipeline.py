@@ -19,7 +19,7 @@ from .layout import laid_out
 from .options import Options
 from .progress import Tick, counted
 from .ranges import collect_ranges, ranges_of, read_range
-from .reduce import BUCKETS, NOTHING, Held, Reduction, Tally, counts, reduce_found, restore, restored, tally_of
+from .reduce import BUCKETS, NOTHING, Held, Reduction, Tally, counts, reduce_found, restore, restored, take_in, tally_of
 from .registry import Registry
 from .scan import FileContext, Scanner
 from .sources import Input, discover, error_line, reopen
@@ -75,11 +75,8 @@ def _read(item: Input, events: list, reduction: Reduction | None = None, fams: t
         for event in scanner.events(stream if tick is None else counted(stream, item, tick)):
             if reduction is None:
                 events.append(event)
-                continue
-            # its place first: the reduction records it before it pools or prunes, and an
-            # error there must leave a gap at that place, not a place past the list's end
-            events.append(None)
-            events[-1] = reduction.take(event, (0, len(events) - 1))
+            else:
+                take_in(events, event, reduction)
     except OSError as err:
         scanner.problems.append(f"read failed after {scanner.bytes_read} bytes: {err.strerror or err}")
     finally:

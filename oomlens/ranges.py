@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from .events import Clue, Event, from_rows, to_rows
 from .grammars import Family, cues, families
 from .layout import LAYOUT_HEAD, blanks_added, newest_first, stamped_later, wrap_layout
-from .reduce import NOTHING, Held, Tally, joined, restored, tally_of
+from .reduce import NOTHING, Held, Tally, joined, restored, take_in, tally_of
 from .scan import MAX_BLOCK, FileContext, Scanner, context_before, counted_problems, is_open, newlines, set_latest, told_once
 from .sources import Input, error_line
 from .sources.decoding import BOM, ENCODED, Text, compressed, marks_in, records_of
@@ -112,7 +112,10 @@ def read_range(
         part = _Slice(fh, hi - lo)
         for x in scanner.events(io.BufferedReader(Text(part))):
             # numbered before it is taken: a reading that prints no time is placed by its line
-            found.append(x if reduction is None else reduction.take(x, (0, len(found))))
+            if reduction is None:
+                found.append(x)
+            else:
+                take_in(found, x, reduction)
         if part.left:  # the file ended before the range: truncated since it was measured
             scanner.problems.append(f"shrank while read (truncated, as logrotate's copytruncate does): bytes {hi - part.left}-{hi} were gone")
     kept = restored(found, reduction, rows=False)
