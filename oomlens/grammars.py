@@ -37,7 +37,8 @@ A family is one file `grammars/<name>.lark` plus one transformer module
 
 Text pasted into issues is often cut: a block whose end does not parse still yields the
 longest prefix the grammar accepts (LALR lets us stop wherever `$END` is a legal next
-token), and the drafts say `truncated`.
+token), and the drafts say `truncated`. A reading the grammar ends before words it does not
+know (a run's label after a memory line) was not cut: it is whole, the words after it unread.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from __future__ import annotations
 import bisect
 import functools
 import importlib
+import os
 import re
 import shlex
 from collections.abc import Callable, Iterable, Iterator
@@ -289,7 +291,8 @@ class Family:
         return cls(visit_tokens=False)  # rules only: no family transforms a token alone
 
     def parse(self, text: str) -> tuple[list[dict[str, Any]], bool]:
-        """Parse one block into event drafts; the flag is False when only a prefix parsed."""
+        """Parse one block into event drafts; the flag is False where the text may have been cut
+        inside what the grammar reads (parse_prefix)."""
         if self.reduce is not None and "\n" not in text and (head := self.reduce.match(text)):
             # family() sets reduce only together with keep: no check of keep per block
             text = " ".join([head.group(0), *(m.group(0) for m in self.keep.finditer(text, head.end()))])  # type: ignore[union-attr]
@@ -499,12 +502,21 @@ def cut_number(text: str) -> int | None:
 
 
 def parse_prefix(parser: Lark, text: str) -> tuple[Any, bool]:
-    """Parse `text`, or else its longest prefix (in tokens) after which the input may end.
+    """Parse `text`, or else its longest prefix (in tokens) after which the input may end;
+    the flag is False where the text may have been cut inside what the grammar reads.
+
+    A cut stops a text inside its last word (a wrap, a paste's end). So a prefix that ends
+    where the grammar met a word it does not know, with another word after that word's
+    token on the same line, is whole: those words were written, not cut (a label after a
+    memory line). Unless a terminal expected there may hold them: one that spans words, or
+    a literal the text follows into a word (a literal of several words cut short, or a wrap
+    joined to it). A word the grammar stops inside (`56.2e-04` where it reads an integer)
+    or a free text that runs to the end is read in part, as a cut is.
 
     The tokens are read once; a prefix is parsed again from them only where it may end,
     the longest first: a copy of the parser at every such token (each as long as the parse
     so far) made a cut 400-frame traceback cost seconds."""
-    from lark.exceptions import LarkError, UnexpectedInput
+    from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
     try:
         return parser.parse(text), True
@@ -513,16 +525,23 @@ def parse_prefix(parser: Lark, text: str) -> tuple[Any, bool]:
     interactive = parser.parse_interactive(text)
     tokens: list[Token] = []
     ends: list[int] = []  # LALR offers $END wherever a merged lookahead allows a reduce: try each
+    written_on = False  # words the grammar does not read, and more after them: no cut
     try:
         for token in interactive.iter_parse():  # yields each token before it feeds it
             if "$END" in interactive.choices():
                 ends.append(len(tokens))
             tokens.append(token)
+    except UnexpectedToken as err:
+        start, end = err.token.start_pos, err.token.end_pos
+        written_on = start is not None and end is not None and _written_on(parser, text, start, end, err.expected)
+    except UnexpectedCharacters as err:
+        at = err.pos_in_stream
+        written_on = at is not None and _written_on(parser, text, at, at, err.allowed)
     except LarkError:
         pass  # a cut word does not lex: the state after the last whole token still counts
     if "$END" in interactive.choices():
         try:
-            return interactive.feed_eof(), False
+            return interactive.feed_eof(), written_on
         except LarkError:
             pass
     for count in reversed(ends[-PREFIX_TRIES:]):
@@ -537,6 +556,70 @@ def parse_prefix(parser: Lark, text: str) -> tuple[Any, bool]:
 
 
 PREFIX_TRIES = 8  # the longest prefixes that may end tried, each parsed again from its tokens
+
+
+_NEXT_WORD = re.compile(r"[ \t]+\S")
+
+
+def _written_on(parser: Lark, text: str, start: int, end: int, expected: Iterable[str]) -> bool:
+    """Whether an unknown token at text[start:end] begins a word, the line goes on with
+    another word after it, and no terminal `expected` there may have been cut in the words
+    that follow: then the text was not cut there."""
+    if not (start == 0 or text[start - 1] in " \t") or "\n" in text[start:] or _NEXT_WORD.search(text, end) is None:
+        return False
+    rest = text[start:].rstrip()
+    for name in expected:
+        try:
+            pattern = parser.get_terminal(name).pattern
+        except KeyError:  # $END, lark's <END-OF-FILE>
+            continue
+        if pattern.type == "str":
+            literal, said = (pattern.value.lower(), rest.lower()) if "i" in pattern.flags else (pattern.value, rest)
+            common = len(os.path.commonprefix([literal, said]))
+            if common and not said[common - 1].isspace():  # the text is that literal cut, or parts from it inside a word
+                return False
+        elif _spans_words(pattern.to_regexp()):
+            return False
+    return True
+
+
+@functools.cache
+def _spans_words(regex: str) -> bool:
+    """Whether a match of `regex` may hold a space or a tab (then a cut may stop inside it
+    with words before the cut)."""
+    from re import _parser as sre
+
+    blank = {ord(" "), ord("\t")}
+
+    def in_set(items: list) -> bool:
+        negate = any(op is sre.NEGATE for op, _ in items)
+        hit = False
+        for op, arg in items:
+            if op is sre.LITERAL:
+                hit |= arg in blank
+            elif op is sre.RANGE:
+                hit |= any(arg[0] <= b <= arg[1] for b in blank)
+            elif op is sre.CATEGORY:
+                hit |= arg in (sre.CATEGORY_SPACE, sre.CATEGORY_NOT_DIGIT, sre.CATEGORY_NOT_WORD)
+        return hit != negate
+
+    def spans(seq: Iterable) -> bool:
+        for op, arg in seq:
+            if op is sre.ANY or (op is sre.LITERAL and arg in blank) or (op is sre.NOT_LITERAL and arg not in blank):
+                return True
+            if op is sre.IN and in_set(arg):
+                return True
+            if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT) and spans(arg[2]):
+                return True
+            if op is sre.SUBPATTERN and spans(arg[3]):
+                return True
+            if op is sre.BRANCH and any(spans(b) for b in arg[1]):
+                return True
+            if op is sre.ATOMIC_GROUP and spans(arg):
+                return True
+        return False
+
+    return spans(sre.parse(regex))
 
 
 def grammar_dir() -> Path:
