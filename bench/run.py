@@ -7,12 +7,15 @@ taken in turns:
   - lnav loading every file (`lnav -n -c ';SELECT count(*) FROM all_logs'`),
   - oomlens parse --format json with --jobs 2, and with --jobs 1 (outputs must be identical),
   - the floor of any per-line Python reader of the same lines (`bench/floor.py`: find, decode,
-    one match and the numbers of each line that holds a trigger, in two processes).
+    one match and the numbers of each line that holds a trigger, in two processes),
+  - oomlens --jobs 2 on the unique-shapes tree of the same seed and size (every memory and
+    step line a text of its own), in the same turns: a line must cost the same whether its
+    shape was seen before or not (target: within 1.5x the dense tree's time).
 Prints throughput (MB/s of uncompressed log), the ratios, oomlens' peak memory (PSS and RSS summed over
 its processes) beside the number of events it kept, recall (every planted incident found),
 and the worst single file: of the largest files and the driver console, the one oomlens
-reads slowest, each timed alone against ripgrep and the floor on the same file (the best of
-the rounds, in turns).
+reads slowest, each timed alone against ripgrep, lnav and the floor on the same file (the
+best of the rounds, in turns).
 
     python bench/run.py [--size-mb 1000] [--seed 7] [--runs 3] [--unique-shapes]
 """
@@ -45,7 +48,7 @@ KEYWORDS = [
     "No available memory",
     "Killed process",
 ]
-TARGETS = {"vs_lnav": 2.0, "vs_rg": 8.0, "peak_mb": 300}
+TARGETS = {"vs_lnav": 2.0, "vs_rg": 8.0, "peak_mb": 300, "unique_vs_dense": 1.5}
 LIMIT_S = 600  # a command that runs longer hangs: the bench stops and says which
 
 
@@ -205,6 +208,9 @@ def main() -> None:
         "oomlens -j 2": ([*OOMLENS, "parse", str(tree), "--format", "json", "--jobs", "2"], out2),
         "floor": ([*FLOOR, str(tree)], None),
     }
+    if not args.unique_shapes:  # the dense tree's twin whose every memory line has a text of its own
+        unique_tree, _ = ensure_tree(args.size_mb, args.seed, True)
+        commands["oomlens unique"] = ([*OOMLENS, "parse", str(unique_tree), "--format", "json", "--jobs", "2"], None)
     runs: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.runs):  # the tools take turns, so a busy moment of the machine hits them alike
         for name, (cmd, output) in commands.items():
@@ -223,6 +229,7 @@ def main() -> None:
         alone = {
             "oomlens": [*OOMLENS, "parse", str(path), "--format", "json", "--jobs", "2"],  # a big file: byte ranges
             "ripgrep": ["rg", "-c", "-z", *sum((["-e", k] for k in KEYWORDS), []), str(path)],
+            "lnav": ["lnav", "-n", "-c", ";SELECT count(*) FROM all_logs", str(path)],
             "floor": [*FLOOR, str(path)],
         }
         best: dict[str, float] = {}
@@ -230,7 +237,7 @@ def main() -> None:
             for name, cmd in alone.items():
                 best[name] = min(best.get(name, float("inf")), timed(cmd)[0])
         if worst is None or nbytes / best["oomlens"] < worst[1] / worst[2]:
-            worst = (path, nbytes, best["oomlens"], best["ripgrep"], best["floor"])
+            worst = (path, nbytes, best["oomlens"], best["ripgrep"], best["floor"], best["lnav"])
 
     mb = size / 1e6
     print(f"\ntree: {tree.relative_to(ROOT)}, {len(files)} files, {mb:,.0f} MB of log text (seed {args.seed})")
@@ -249,17 +256,31 @@ def main() -> None:
         f"peak memory {peak / 1e6:.0f} MB PSS over all processes ({rss / 1e6:.0f} MB RSS summed; target <= {TARGETS['peak_mb']} MB PSS), "
         f"{len(result['events']):,} events kept of which {sum(1 for e in result['events'] if e['kind'] == 'gpu_memory'):,} memory readings of {read:,} read"
     )
-    path, nbytes, ours_s, rg_s, floor_s = worst
+    path, nbytes, ours_s, rg_s, floor_s, lnav_s = worst
     print(
         f"worst single file: {path.relative_to(tree)} ({nbytes / 1e6:,.0f} MB) at {nbytes / 1e6 / ours_s:.0f} MB/s, "
-        f"{ours_s / rg_s:.1f}x ripgrep's time on it ({ours_s:.2f} s vs {rg_s:.2f} s, both alone, oomlens --jobs 2 with its start-up); "
-        f"the floor on it {floor_s / rg_s:.1f}x ({floor_s:.2f} s)"
+        f"{ours_s / rg_s:.1f}x ripgrep's time on it and {lnav_s / ours_s:.1f}x lnav's speed ({ours_s:.2f} s vs {rg_s:.2f} s and {lnav_s:.2f} s, "
+        f"each alone, oomlens --jobs 2 with its start-up); the floor on it {floor_s / rg_s:.1f}x ({floor_s:.2f} s)"
     )
+    unique_ok = True
+    if "oomlens unique" in timings:
+        unique_s = timings["oomlens unique"][0]
+        unique_ok = unique_s / ours <= TARGETS["unique_vs_dense"]
+        print(f"every memory line a shape of its own: {unique_s:.2f} s, {unique_s / ours:.2f}x the dense tree's time (target <= {TARGETS['unique_vs_dense']}x)")
+    worst_ok = lnav_s / ours_s >= TARGETS["vs_lnav"] and ours_s / rg_s <= TARGETS["vs_rg"]
     print(f"--jobs 1 and --jobs 2 outputs identical: {identical}")
     print(f"recall: {len(manifest['planted']) - len(missing)}/{len(manifest['planted'])} planted incidents found")
     for line in missing:
         print(f"  missed: {line}")
-    ok = vs_lnav >= TARGETS["vs_lnav"] and vs_rg <= TARGETS["vs_rg"] and peak / 1e6 <= TARGETS["peak_mb"] and identical and not missing
+    ok = (
+        vs_lnav >= TARGETS["vs_lnav"]
+        and vs_rg <= TARGETS["vs_rg"]
+        and peak / 1e6 <= TARGETS["peak_mb"]
+        and identical
+        and not missing
+        and unique_ok
+        and worst_ok
+    )
     print("targets met" if ok else "targets NOT met")
     sys.exit(0 if ok else 1)  # as hostile.py and flood.py: `make bench` fails while a target is not met
 
