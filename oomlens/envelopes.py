@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, cast
 
 from .times import TIME_BY_NAME, Stamp, stamp_of_groups, with_times
@@ -98,16 +98,41 @@ def _envelope(entry: dict[str, Any]) -> Envelope:
     return envelope
 
 
+TAKE_REACH_S = 26 * 3600  # the same moment on a host's clock lies within 14 h of UTC either way, and a collector stamps a line a little after
+
+
 def _take_stamp(line: Line, stamp: Stamp) -> None:
-    """The innermost time with a year wins; a time without one borrows the year of an outer
-    time of the same day, else the outer time stands (envelopes.toml says why)."""
+    """The innermost time with a year wins; a time without one takes the year that puts it
+    nearest an outer time, within TAKE_REACH_S of it (a zone's evening is UTC's next day,
+    New Year's Eve another year), else the outer time stands (envelopes.toml says why). The
+    core's plans.rs `take` is the same rule."""
     outer = line.stamp
     if outer is None or stamp.year is not None or outer.year is None:
         line.stamp = stamp
-    elif (outer.month, outer.day) == (stamp.month, stamp.day):
-        line.stamp = stamp._replace(year=outer.year)
+    elif (year := _year_near(outer, outer.year, stamp)) is not None:
+        line.stamp = stamp._replace(year=year)
     if line.stamp is not outer and outer is not None and outer.zone is not None and stamp.zone is None:
         line.utc = outer  # `docker logs -t` before a program's local stamp
+
+
+def _year_near(outer: Stamp, year: int, inner: Stamp) -> int | None:
+    """The year (the outer's `year`, or one either side) in which `inner` lies nearest
+    `outer`, if within TAKE_REACH_S of it."""
+    at = _wall_seconds(year, outer)
+    near = min(
+        ((abs(t - at), y) for y in (year - 1, year, year + 1) if at is not None and (t := _wall_seconds(y, inner)) is not None),
+        default=None,
+    )
+    return near[1] if near is not None and near[0] <= TAKE_REACH_S else None
+
+
+def _wall_seconds(year: int, stamp: Stamp) -> int | None:
+    """A stamp's wall-clock seconds in `year`; None where that year has no such day."""
+    try:
+        day = date(year, stamp.month, stamp.day).toordinal()
+    except ValueError:
+        return None
+    return day * 86400 + stamp.hour * 3600 + stamp.minute * 60 + stamp.second
 
 
 def _apply(envelope: Envelope, line: Line, m: re.Match) -> None:

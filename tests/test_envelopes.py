@@ -124,7 +124,13 @@ def test_the_programs_own_time_wins_over_a_collectors():
     line = peel("[2026-03-12 11:17:34] ERROR 03-12 11:17:33 [core.py:708] x")
     assert shown(line.stamp) == "2026-03-12 11:17:33"  # the year borrowed from the same day
     line = peel("[2026-03-13 00:00:01] ERROR 03-12 23:59:59 [core.py:708] x")
-    assert shown(line.stamp) == "2026-03-13 00:00:01"  # another day: the outer time stands
+    assert shown(line.stamp) == "2026-03-12 23:59:59"  # across midnight: the year of the moment nearest
+    line = peel("[2026-03-12T20:00:01Z] ERROR 03-13 04:00:01 [core.py:708] x")
+    assert shown(line.stamp) == "2026-03-13 04:00:01"  # UTC+8's next day
+    line = peel("[2026-12-31 20:00:01] ERROR 01-01 04:00:01 [core.py:708] x")
+    assert shown(line.stamp) == "2027-01-01 04:00:01"  # and its next year
+    line = peel("[2026-03-15 00:00:01] ERROR 03-12 23:59:59 [core.py:708] x")
+    assert shown(line.stamp) == "2026-03-15 00:00:01"  # days apart: another moment, the outer time stands
 
 
 def test_no_envelope_eats_message_text():

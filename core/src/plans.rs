@@ -14,7 +14,7 @@
 //! at an edge (a size past 2**63, a time no clock shows, a value the form does not hold),
 //! the line goes to Python, whose event settles the candidates. So a constant that was a
 //! function of a value in disguise, or a time that takes its year from an outer stamp only
-//! on the same day, is caught on the first line that tells them apart.
+//! within a day of it, is caught on the first line that tells them apart.
 
 use std::sync::Arc;
 
@@ -288,19 +288,44 @@ pub enum TimeRule {
     /// one time of the line
     Own(StampRef),
     /// an inner time taken into an outer one (envelopes._take_stamp): a time without a year
-    /// takes the outer's when both are of one day; where the days differ the outer stands
+    /// takes the year that puts it nearest the outer, within TAKE_REACH_S of it; where it
+    /// lies further the outer stands
     Take(StampRef, StampRef),
+}
+
+/// How far an inner time printed without a year may lie from the outer one it takes its
+/// year from (envelopes.TAKE_REACH_S): the same moment on the host's clock lies within
+/// 14 hours of UTC, and a collector stamps a line a little after it was written.
+const TAKE_REACH_S: i64 = 26 * 3600;
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
+/// days_from_civil).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// A stamp's wall-clock seconds in `year`; None where that year has no such day (29 February).
+fn wall_seconds(year: i64, s: &Stamp) -> Option<i64> {
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    (s.month != 2 || s.day != 29 || leap).then(|| days_from_civil(year, s.month, s.day) * 86_400 + s.hour * 3600 + s.minute * 60 + s.second)
 }
 
 /// envelopes._take_stamp of two times, the outer first.
 pub fn take(outer: Stamp, inner: Stamp) -> Stamp {
-    if inner.year.is_some() || outer.year.is_none() {
-        inner
-    } else if (outer.month, outer.day) == (inner.month, inner.day) {
-        Stamp { year: outer.year, ..inner }
-    } else {
-        outer
-    }
+    let Some(year) = outer.year.filter(|_| inner.year.is_none()) else {
+        return if inner.year.is_some() || outer.year.is_none() { inner } else { outer };
+    };
+    let Some(at) = wall_seconds(year, &outer) else { return outer };
+    (year - 1..=year + 1)
+        .filter_map(|y| wall_seconds(y, &inner).map(|t| ((t - at).abs(), y)))
+        .min()
+        .filter(|&(apart, _)| apart <= TAKE_REACH_S)
+        .map_or(outer, |(_, y)| Stamp { year: Some(y), ..inner })
 }
 
 /// The times of each layout in a line, found once a line.
@@ -847,7 +872,49 @@ mod tests {
             zone: None,
         };
         assert_eq!(take(outer, inner), Stamp { year: Some(2026), ..inner });
-        assert_eq!(take(outer, Stamp { day: 11, ..inner }), outer);
+        assert_eq!(
+            take(outer, Stamp { day: 11, ..inner }),
+            Stamp {
+                year: Some(2026),
+                day: 11,
+                ..inner
+            }
+        ); // a day before: within reach
+        assert_eq!(take(outer, Stamp { day: 10, ..inner }), outer); // two days: another moment
         assert_eq!(take(Stamp { year: None, ..outer }, inner), inner);
+        let new_year = Stamp {
+            year: Some(2026),
+            month: 12,
+            day: 31,
+            hour: 20,
+            ..outer
+        };
+        let asia = Stamp {
+            month: 1,
+            day: 1,
+            hour: 4,
+            ..inner
+        };
+        assert_eq!(take(new_year, asia), Stamp { year: Some(2027), ..asia }); // UTC+8 is in the next year
+        let leap = Stamp { month: 2, day: 29, ..inner };
+        assert_eq!(
+            take(
+                Stamp {
+                    year: Some(2025),
+                    month: 3,
+                    day: 1,
+                    ..outer
+                },
+                leap
+            ),
+            Stamp {
+                year: Some(2025),
+                month: 3,
+                day: 1,
+                ..outer
+            }
+        );
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
     }
 }
