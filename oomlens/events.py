@@ -270,6 +270,7 @@ def from_rows(rows: list[tuple]) -> list[Event | Clue]:
 
 
 FOLD_WINDOW_S = 120  # two reports of one occurrence are never further apart than this
+Zones = dict[str, int]  # a file's path -> its host's offset from UTC in seconds, as its lines told it
 FOLD_LINES = 400  # nor, in one file, more lines apart than this (an allocator's warning and its traceback's last line)
 
 
@@ -298,31 +299,44 @@ def name_workers(events: list[Event], paths: list[str]) -> None:
                 worker["pid"] = pids[worker["worker_id"]]
 
 
-def fold(events: list[Event], kinds: Kinds | None = None) -> list[Event]:
+def fold(events: list[Event], kinds: Kinds | None = None, zones: Zones | None = None) -> list[Event]:
     """Fold reports of the same occurrence into one event with several sources (a new list;
     the events given are left as they were): a kind's
     `identity` in data/kinds.toml says which reports are one occurrence.
 
     A report cut before the numbers that identify it (a paste, a log line that ends the
-    message early) joins the nearest full report of its kind on the same node."""
+    message early) joins the nearest full report of its kind on the same node. `zones`:
+    each file's offset from UTC as its lines told it (zones_told), in which a time it
+    printed in UTC is compared with its local ones."""
     kinds = kinds if kinds is not None else shipped()
+    zones = zones or {}
     folded = {name for name, kind in kinds.items() if kind.folded}  # others are never folded
     # the events given stay as they were: a report takes in others on a copy (a few failures
     # among tens of thousands of readings, which are never folded)
     events = [copy_of(e) if e.kind in folded else e for e in events]
-    kept = _fold_identical(events, kinds, folded)
-    while len(again := _fold_identical(kept, kinds, folded)) < len(kept):  # a report that joined brought an identity an earlier report had
+    kept = _fold_identical(events, kinds, folded, zones)
+    while len(again := _fold_identical(kept, kinds, folded, zones)) < len(kept):  # a report that joined brought an identity an earlier report had
         kept = again
     full = [e for e in kept if e.kind in folded and _identity(e, kinds[e.kind]) is not None]
     result = []
     for event in kept:
         partial = event.kind in folded and kinds[event.kind].partial
-        home = _nearest(event, full) if partial and _identity(event, kinds[event.kind]) is None else None
+        home = _nearest(event, full, zones) if partial and _identity(event, kinds[event.kind]) is None else None
         if home is None:
             result.append(event)
         else:
             _absorb(home, event)
     return _fold_cut(_fold_raised(_fold_echoed(_fold_wrapped(result), kinds), kinds), kinds)
+
+
+def zones_told(clues: list[Clue]) -> Zones:
+    """Each file's offset from UTC, where its lines that print two clocks (a collector's UTC
+    stamp before the program's local time) told one; a file that told two tells none."""
+    told: dict[str, set[int]] = {}
+    for clue in clues:
+        if clue.kind == "clock" and isinstance(minutes := clue.fields.get("zone_minutes"), int):
+            told.setdefault(clue.source.path, set()).add(minutes * 60)
+    return {path: offsets.pop() for path, offsets in told.items() if len(offsets) == 1}
 
 
 def copy_of(event: Event) -> Event:
@@ -460,7 +474,7 @@ class _Reports:
         return i > 0 and self.latest[i - 1] >= lo - reach
 
 
-def _nearest(event: Event, full: list[Event]) -> Event | None:
+def _nearest(event: Event, full: list[Event], zones: Zones) -> Event | None:
     best, best_gap = None, float(FOLD_WINDOW_S)
     for other in full:
         if other.kind != event.kind or other.time is None or event.time is None:
@@ -468,13 +482,13 @@ def _nearest(event: Event, full: list[Event]) -> Event | None:
         node = event.fields.get("node_id")
         if node and other.fields.get("node_id") and not other.fields["node_id"].startswith(node):
             continue
-        gap = _gap(event, other)
+        gap = _gap(event, other, zones)
         if gap is not None and gap <= best_gap:
             best, best_gap = other, gap
     return best
 
 
-def _fold_identical(events: list[Event], kinds: Kinds, folded: set[str]) -> list[Event]:
+def _fold_identical(events: list[Event], kinds: Kinds, folded: set[str], zones: Zones) -> list[Event]:
     kept: list[Event] = []
     index: dict[tuple, _Homes] = {}
     places: dict[int, _Places] = {}  # id of each home that took in a report -> where it was reported
@@ -483,14 +497,17 @@ def _fold_identical(events: list[Event], kinds: Kinds, folded: set[str]) -> list
             kept.append(event)
             continue
         kind = kinds[event.kind]
-        home = next((o for key in _identities(event, kind) if key in index for o in index[key].near(event) if _close_in_time(event, o, places)), None)
+        near = ((rank, o) for key in _identities(event, kind) if key in index for o in index[key].near(event) if (rank := _nearness(event, o, places, zones)))
+        home = min(near, key=lambda found: found[0], default=(None, None))[
+            1
+        ]  # the nearest (the first of equals): an interval open to a paste's end may reach several
         if home is None:
             kept.append(event)
             home = event
         else:
             _absorb(home, event, _places(home, places))
         for key in _identities(home, kind):  # a report that joined may have brought another identity, or another time
-            index.setdefault(key, _Homes()).add(home)
+            index.setdefault(key, _Homes(zones)).add(home)
     return kept
 
 
@@ -543,9 +560,10 @@ class _Homes:
     (a run that repeats one failure every few minutes has thousands of them), and with
     those whose time says too little to place them (no stamp on either side)."""
 
-    __slots__ = ("filled", "loose", "order", "slots")
+    __slots__ = ("filled", "loose", "order", "slots", "zones")
 
-    def __init__(self) -> None:
+    def __init__(self, zones: Zones) -> None:
+        self.zones = zones
         self.slots: dict[tuple[bool, int], list[Event]] = {}  # (zoned, FOLD_WINDOW_S slot) -> homes
         self.filled: dict[bool, list[int]] = {False: [], True: []}  # the slots that hold homes, sorted, zoned or not
         self.loose: list[Event] = []
@@ -555,7 +573,7 @@ class _Homes:
         """Add a home, or add it again where its time now lies after it took in a report (a
         place it left may still list it: every candidate is checked again)."""
         self.order.setdefault(id(event), len(self.order))
-        lo, hi, zoned = _interval(event)
+        lo, hi, zoned = _interval(event, self.zones)
         if hi - lo > SLOTS_MAX * FOLD_WINDOW_S:  # unbounded, or a very wide interval
             if not any(other is event for other in self.loose):
                 self.loose.append(event)
@@ -570,7 +588,7 @@ class _Homes:
 
     def near(self, event: Event) -> list[Event]:
         """The homes that may be the same occurrence as `event`, in the order they came."""
-        lo, hi, zoned = _interval(event)
+        lo, hi, zoned = _interval(event, self.zones)
         if hi - lo > SLOTS_MAX * FOLD_WINDOW_S:
             found = [*self.loose, *(home for homes in self.slots.values() for home in homes)]
         else:
@@ -638,35 +656,49 @@ ZONE_STEP_S = 15 * 60  # UTC offsets are whole quarter hours,
 ZONES_S = (-12 * 3600, 14 * 3600)  # from UTC-12 to UTC+14
 
 
-def _close_in_time(event: Event, home: Event, places: dict[int, _Places]) -> bool:
-    """Could a report be of the occurrence `home` stands for? Not when one file reports both
-    far apart (a process that fails again and again, each time in a traceback of its own);
-    else when their times may lie within FOLD_WINDOW_S. An inferred time is an interval: the
-    line came after the stamped line it borrowed its time from and before the next one."""
+def _nearness(event: Event, home: Event, places: dict[int, _Places], zones: Zones) -> tuple[float, float] | None:
+    """How near a report lies to the occurrence `home` stands for (seconds between them at
+    the least, then lines apart in a file that reports both), or None where it cannot be of
+    it: one file reports both far apart (a process that fails again and again, each time in
+    a traceback of its own), or their times cannot lie within FOLD_WINDOW_S. An inferred time
+    is an interval: the line came after the stamped line it borrowed its time from and
+    before the next one."""
     apart = _places(home, places).apart(event)
     if apart is not None and apart > FOLD_LINES:
-        return False
-    gap = _gap(event, home)
-    return gap is not None and gap <= FOLD_WINDOW_S
+        return None
+    gap = _gap(event, home, zones)
+    return None if gap is None or gap > FOLD_WINDOW_S else (gap, math.inf if apart is None else apart)
 
 
-def _interval(event: Event) -> tuple[float, float, bool]:
+def _interval(event: Event, zones: Zones) -> tuple[float, float, bool]:
     """(earliest, latest, printed with a zone) of when a report may have been written: its own
-    stamp, or the stamps before and after its line; unbounded where there are none."""
+    stamp, or the stamps before and after its line, in either order; unbounded where there
+    are none. A time printed with a zone in a file that told its host's zone is read as the
+    host's local time: a collector's UTC stamp lent to a line that prints none, beside a
+    line whose own time is local (each end on its own: the neighbours may show two clocks)."""
+    shift = zones.get(event.source.path)
     time = event.time
-    lo = seconds(time) if time is not None else -math.inf
+    lo, zoned = _local_seconds(time, shift) if time is not None else (-math.inf, False)
     if time is not None and not event.time_inferred:
-        return lo, lo, _zoned(time)
+        return lo, lo, zoned
     latest = event.time_latest
-    hi = seconds(latest) if latest is not None else math.inf
-    shown = time if time is not None else latest
-    return lo, hi, shown is not None and _zoned(shown)
+    hi, zoned_hi = _local_seconds(latest, shift) if latest is not None else (math.inf, False)
+    lo, hi = min(lo, hi), max(lo, hi)  # a paste whose times run backwards here
+    return lo, hi, zoned if time is not None else zoned_hi
 
 
-def _gap(a: Event, b: Event) -> float | None:
+def _local_seconds(time: str, shift: int | None) -> tuple[float, bool]:
+    """Seconds of a time, and whether it stays one printed with a zone: moved to the host's
+    local time where its file told the zone (`shift`)."""
+    if not _zoned(time):
+        return seconds(time), False
+    return (seconds(time), True) if shift is None else (seconds(time) + shift, False)
+
+
+def _gap(a: Event, b: Event, zones: Zones) -> float | None:
     """Seconds between two reports at the least, or None when they cannot be one occurrence."""
-    lo_a, hi_a, zoned_a = _interval(a)
-    lo_b, hi_b, zoned_b = _interval(b)
+    lo_a, hi_a, zoned_a = _interval(a, zones)
+    lo_b, hi_b, zoned_b = _interval(b, zones)
     if zoned_a != zoned_b and math.isfinite(lo_a) and math.isfinite(lo_b):
         # one printed its zone, the other its host's local time, whose offset is not known
         # yet (clock.py learns it from these very reports): any whole-quarter-hour offset

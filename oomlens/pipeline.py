@@ -13,7 +13,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from . import collector
-from .events import Clue, Event, fold, from_rows, name_workers, number, to_rows
+from .events import Clue, Event, fold, from_rows, name_workers, number, to_rows, zones_told
 from .grammars import Family, cues, families
 from .layout import laid_out
 from .options import Options
@@ -201,8 +201,9 @@ def conclude(read: Iterable[Read], options: Options, kinds: Kinds) -> Diagnosis:
     name_workers(events, [item.path for item, _ in results])
     folded: list[Event] = []
     of: list[str | None] = []
+    zones = zones_told(clues)
     for name, of_session in by_session.items():  # reports of one occurrence are of one session
-        of_session = fold(of_session, kinds)
+        of_session = fold(of_session, kinds, zones)
         folded += of_session
         of += [name] * len(of_session)
     from .diagnosis import diagnose
@@ -309,10 +310,11 @@ def parse_text(text: str, name: str = "<text>", registry: Registry | None = None
     item = Input(name, "other", opener=lambda: io.BytesIO(_utf8(text)))
     found: list[Event | Clue] = []
     _read(item, found, None, registry.families)
-    events = fold([e for e in found if isinstance(e, Event)], registry.kinds)
+    clues = [c for c in found if isinstance(c, Clue)]
+    events = fold([e for e in found if isinstance(e, Event)], registry.kinds, zones_told(clues))
     from .clock import settle
 
-    settle(events, [c for c in found if isinstance(c, Clue)], [item])  # times as a diagnosis shows them
+    settle(events, clues, [item])  # times as a diagnosis shows them
     return number(events)
 
 

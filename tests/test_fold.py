@@ -28,8 +28,8 @@ def _repeats(count: int, minutes: int) -> str:
 @pytest.mark.parametrize("count", [50, 400, 3000])
 def test_the_same_failure_every_ten_minutes_is_that_many_events_found_in_linear_work(tmp_path, monkeypatch, count):
     compared = []
-    original = events_module._close_in_time
-    monkeypatch.setattr(events_module, "_close_in_time", lambda *args: compared.append(1) or original(*args))
+    original = events_module._nearness
+    monkeypatch.setattr(events_module, "_nearness", lambda *args: compared.append(1) or original(*args))
     log = tmp_path / "trainer.log"
     log.write_text(_repeats(count, 10), encoding="utf-8")
     found = analyze(str(log), jobs=1, all_events=True)  # the folding of every one: by default, 3,000 are a flood the reduction takes
@@ -182,3 +182,56 @@ def test_a_report_is_within_reach_of_a_memory_failure_exactly_where_one_lies_tha
 
     brute = any(events_module._apart(source(s), source(report)) <= reach for s in spans)
     assert events_module._Reports(list(spans)).within(report, reach) == brute
+
+
+FREE = "ValueError: Free memory on device cuda:0 ({free:.2f}/22.05 GiB) on startup is less than desired GPU memory utilization (0.9, 19.84 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
+
+
+@given(
+    st.integers(min_value=-12 * 4, max_value=14 * 4),  # the host's zone, in quarter hours
+    st.lists(st.tuples(st.integers(min_value=0, max_value=12 * 24 * 20), st.booleans(), st.booleans()), min_size=1, max_size=6, unique_by=lambda f: f[0]),
+)  # failures five minutes apart at the least: two of one identity nearer are one occurrence
+def test_a_repeat_without_a_time_joins_the_failure_above_it_in_the_zone_its_file_tells(quarters, failures):
+    """A log of vLLM failures, each line stamped by a collector in UTC before the engine's
+    local time (which tells the host's zone), each failure now and then
+    printed again below it with no time of its own (the exception raised once more): the
+    repeat borrows the collector's UTC stamp of the line above, and is read in the host's
+    local time, beside which that failure stands: it is that failure, not a second one, nor
+    one the paste shows elsewhere (its borrowed interval is open to the paste's end)."""
+    import io
+
+    from oomlens.pipeline import read_input
+    from oomlens.sources import Input
+
+    zone = datetime.timedelta(minutes=15 * quarters)
+    start = datetime.datetime(2026, 1, 20)
+    lines, wanted = [], []
+    for n, (fifth, coloured, repeated) in enumerate(sorted(failures)):  # in the order of time: a paste whose times run backwards may be newest first
+        local = start + datetime.timedelta(minutes=5 * fifth)
+        utc = local - zone
+        pid = 700 + n
+        prefix = f"\x1b[36m(EngineCore_DP0 pid={pid})\x1b[0m" if coloured else f"(EngineCore_DP0 pid={pid})"
+        message = FREE.format(free=1 + n / 100)
+        lines.append(f"> [{utc:%Y-%m-%dT%H:%M:%S}Z] {prefix} ERROR {local:%m-%d %H:%M:%S} [core.py:935] {message}")
+        sources = [len(lines)]
+        if repeated:
+            lines += ["", f"> {message}"]
+            sources.append(len(lines))
+        lines.append("")
+        wanted.append(sources)
+    text = "\n".join(lines) + "\n"
+    found = read_input(Input("paste.log", opener=lambda: io.BytesIO(text.encode())))
+    clues = [c for c in found if isinstance(c, events_module.Clue)]
+    folded = events_module.fold(
+        [e for e in found if isinstance(e, events_module.Event) and e.kind == "vllm_memory_error"], zones=events_module.zones_told(clues)
+    )
+    assert sorted(sorted(s.line for s in e.sources) for e in folded) == sorted(wanted)
+
+
+def test_a_file_that_told_two_zones_tells_none():
+    from oomlens.events import Clue, Source, zones_told
+
+    def clock(path: str, minutes: int) -> Clue:
+        return Clue("clock", Source(path, 1, 1), {"utc": "2026-01-01T00:00:00", "zone_minutes": minutes}, "2026-01-01T00:00:00")
+
+    assert zones_told([clock("a.log", -480), clock("a.log", -480), clock("b.log", 60), clock("b.log", 120)]) == {"a.log": -480 * 60}
