@@ -328,3 +328,29 @@ def test_words_after_a_whole_reading_are_no_cut(family, sample):
         drafts, whole = fam.parse(text + cut)
         if drafts == alone and not _grammar_reads(fam, text + cut):
             assert not whole, cut  # the line may have gone on: a wrap, a paste's end
+
+
+@pytest.mark.parametrize(
+    "regex,spans",
+    [
+        (r"\d+(\.\d+)?", False),
+        (r"[A-Za-z_]+", False),
+        (r"(?:GB|GiB|MiB)", False),
+        (r"\w+", False),
+        (r"\S[^\n]*", True),  # a free text to the line's end
+        (r"which is", True),
+        (r"[^)]+", True),
+        (r"\D", True),
+        (r".+", True),
+        (r"(?i:memory in use)", True),
+        (r"a\s+b", True),
+        (r"(?>x|y z)", True),
+    ],
+)
+def test_a_terminal_spans_words_where_its_match_may_hold_a_blank(regex, spans):
+    """Where the grammar met a word it does not know, a terminal it expected there whose
+    match may hold a blank could have been cut in the words after it: parse_prefix then
+    calls the reading cut."""
+    from oomlens.grammars import _spans_words
+
+    assert _spans_words(regex) is spans
