@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import overload
 
-from .events import Clue, Event
+from .events import ZONE_STEP_S, ZONES_S, Clue, Event
 from .sources import Input
 
-ZONE_STEP_S = 15 * 60  # every UTC offset in use is a multiple of a quarter hour
 # Two reports of one occurrence differ by the time the message took between processes
 # (milliseconds) plus the coarser stamp's resolution (one second for vLLM, syslog, c10 <=
 # 2.3): a difference within this is no evidence of skew, and is left as printed.
@@ -67,6 +66,15 @@ def settle(events: list[Event], clues: list[Clue], inputs: list[Input]) -> list[
         placed = _deskew(events, anchors, clock_of, _reference(events, inputs, clock_of))
         notes = [n for n in notes if n.scope not in {p.scope for p in placed}] + placed  # "shown in UTC" no more
     return notes
+
+
+def local_offsets(events: Iterable[Event], clues: Iterable[Clue], inputs: Iterable[Input]) -> dict[str, int]:
+    """Each events' file's offset from UTC in seconds, as `settle` will move the times it
+    printed with a zone (its node's clock, else its own, else the run's): folding compares
+    a collector's UTC stamp with a program's local time before the clock settles them."""
+    clocks = _Clocks(clues, {i.path: i.node for i in inputs})
+    paths = {e.source.path for e in events}
+    return {path: offset for path in paths if (offset := clocks.zone(clocks.domain(path, None, zoned=True))) is not None}
 
 
 def iso(t: datetime) -> str:
@@ -156,13 +164,16 @@ class _Clocks:
 
     def _zones(self, clues: Iterable[Clue]) -> dict[str, int]:
         """Each clock's offset from UTC in seconds, from lines that print two clocks; ""
-        holds the run's (the most common)."""
+        holds the run's (the most common). Two clocks further apart than any zone (UTC-12 to
+        UTC+14) tell no zone: one of them is not the line's moment (a copy that rewrote one)."""
         votes: dict[str, Counter[int]] = defaultdict(Counter)
         for clue in clues:
             if clue.kind != "clock" or clue.time is None or "utc" not in clue.fields or _aware(clue.time):
                 continue
             local, utc = datetime.fromisoformat(clue.time), datetime.fromisoformat(clue.fields["utc"])
             offset = round((local - utc).total_seconds() / ZONE_STEP_S) * ZONE_STEP_S
+            if not ZONES_S[0] <= offset <= ZONES_S[1]:
+                continue
             votes[self.domain(clue.source.path, clue.node)][offset] += 1
             votes[""][offset] += 1
         return {domain: counts.most_common(1)[0][0] for domain, counts in votes.items()}

@@ -270,7 +270,7 @@ def from_rows(rows: list[tuple]) -> list[Event | Clue]:
 
 
 FOLD_WINDOW_S = 120  # two reports of one occurrence are never further apart than this
-Zones = dict[str, int]  # a file's path -> its host's offset from UTC in seconds, as its lines told it
+Zones = dict[str, int]  # a file's path -> its host's offset from UTC in seconds (clock.local_offsets)
 FOLD_LINES = 400  # nor, in one file, more lines apart than this (an allocator's warning and its traceback's last line)
 
 
@@ -306,8 +306,8 @@ def fold(events: list[Event], kinds: Kinds | None = None, zones: Zones | None = 
 
     A report cut before the numbers that identify it (a paste, a log line that ends the
     message early) joins the nearest full report of its kind on the same node. `zones`:
-    each file's offset from UTC as its lines told it (zones_told), in which a time it
-    printed in UTC is compared with its local ones."""
+    each file's offset from UTC (clock.local_offsets), in which a time it printed with a
+    zone is compared with local ones."""
     kinds = kinds if kinds is not None else shipped()
     zones = zones or {}
     folded = {name for name, kind in kinds.items() if kind.folded}  # others are never folded
@@ -327,16 +327,6 @@ def fold(events: list[Event], kinds: Kinds | None = None, zones: Zones | None = 
         else:
             _absorb(home, event)
     return _fold_cut(_fold_raised(_fold_echoed(_fold_wrapped(result), kinds), kinds), kinds)
-
-
-def zones_told(clues: list[Clue]) -> Zones:
-    """Each file's offset from UTC, where its lines that print two clocks (a collector's UTC
-    stamp before the program's local time) told one; a file that told two tells none."""
-    told: dict[str, set[int]] = {}
-    for clue in clues:
-        if clue.kind == "clock" and isinstance(minutes := clue.fields.get("zone_minutes"), int):
-            told.setdefault(clue.source.path, set()).add(minutes * 60)
-    return {path: offsets.pop() for path, offsets in told.items() if len(offsets) == 1}
 
 
 def copy_of(event: Event) -> Event:
@@ -498,9 +488,8 @@ def _fold_identical(events: list[Event], kinds: Kinds, folded: set[str], zones: 
             continue
         kind = kinds[event.kind]
         near = ((rank, o) for key in _identities(event, kind) if key in index for o in index[key].near(event) if (rank := _nearness(event, o, places, zones)))
-        home = min(near, key=lambda found: found[0], default=(None, None))[
-            1
-        ]  # the nearest (the first of equals): an interval open to a paste's end may reach several
+        # the nearest (the first of equals): an interval open to a paste's end may reach several
+        _, home = min(near, key=lambda found: found[0], default=(None, None))
         if home is None:
             kept.append(event)
             home = event
@@ -673,7 +662,7 @@ def _nearness(event: Event, home: Event, places: dict[int, _Places], zones: Zone
 def _interval(event: Event, zones: Zones) -> tuple[float, float, bool]:
     """(earliest, latest, printed with a zone) of when a report may have been written: its own
     stamp, or the stamps before and after its line, in either order; unbounded where there
-    are none. A time printed with a zone in a file that told its host's zone is read as the
+    are none. A time printed with a zone in a file whose host's zone is known is read as the
     host's local time: a collector's UTC stamp lent to a line that prints none, beside a
     line whose own time is local (each end on its own: the neighbours may show two clocks)."""
     shift = zones.get(event.source.path)
@@ -689,7 +678,7 @@ def _interval(event: Event, zones: Zones) -> tuple[float, float, bool]:
 
 def _local_seconds(time: str, shift: int | None) -> tuple[float, bool]:
     """Seconds of a time, and whether it stays one printed with a zone: moved to the host's
-    local time where its file told the zone (`shift`)."""
+    local time where its file's zone is known (`shift`)."""
     if not _zoned(time):
         return seconds(time), False
     return (seconds(time), True) if shift is None else (seconds(time) + shift, False)

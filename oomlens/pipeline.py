@@ -13,7 +13,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from . import collector
-from .events import Clue, Event, fold, from_rows, name_workers, number, to_rows, zones_told
+from .events import Clue, Event, fold, from_rows, name_workers, number, to_rows
 from .grammars import Family, cues, families
 from .layout import laid_out
 from .options import Options
@@ -199,16 +199,18 @@ def conclude(read: Iterable[Read], options: Options, kinds: Kinds) -> Diagnosis:
                 events.append(event)
                 by_session[place(event)].append(event)
     name_workers(events, [item.path for item, _ in results])
+    from .clock import local_offsets
+    from .diagnosis import diagnose
+
+    inputs = [item for item, _ in results]
+    zones = local_offsets(events, clues, inputs)  # a zoned time is folded where the clock will show it
     folded: list[Event] = []
     of: list[str | None] = []
-    zones = zones_told(clues)
     for name, of_session in by_session.items():  # reports of one occurrence are of one session
         of_session = fold(of_session, kinds, zones)
         folded += of_session
         of += [name] * len(of_session)
-    from .diagnosis import diagnose
-
-    return diagnose([item for item, _ in results], folded, clues, kinds, of)
+    return diagnose(inputs, folded, clues, kinds, of)
 
 
 def _placer(item: Input, sessions: list[str]) -> Callable[[Event], str | None]:
@@ -310,9 +312,11 @@ def parse_text(text: str, name: str = "<text>", registry: Registry | None = None
     item = Input(name, "other", opener=lambda: io.BytesIO(_utf8(text)))
     found: list[Event | Clue] = []
     _read(item, found, None, registry.families)
+    from .clock import local_offsets, settle
+
     clues = [c for c in found if isinstance(c, Clue)]
-    events = fold([e for e in found if isinstance(e, Event)], registry.kinds, zones_told(clues))
-    from .clock import settle
+    events = [e for e in found if isinstance(e, Event)]
+    events = fold(events, registry.kinds, local_offsets(events, clues, [item]))
 
     settle(events, clues, [item])  # times as a diagnosis shows them
     return number(events)

@@ -32,8 +32,9 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .clock import local_offsets
 from .diagnosis import CONTRACT_VERSION, Diagnosis, diagnose
-from .events import Clue, Event, Source, fold, zones_told
+from .events import Clue, Event, Source, fold
 from .outputs.json import incident as contract_incident
 from .reduce import READINGS
 from .scan import ANNOUNCED, BACK_LINES, FileContext, Scanner, announced
@@ -313,7 +314,7 @@ class Watcher:
         ordered = sorted([*self.events.items(), *self.samples.items()], key=lambda item: item[0][:2])
         events = [e for _, e in ordered]  # fold and diagnose work on copies: these stay for the next round
         clues = [c for _, c in sorted(self.clues.items(), key=lambda item: item[0][:2])]
-        return news(diagnose([], fold(events, zones=zones_told(clues)), clues), self.told, self._uid)
+        return news(diagnose([], fold(events, zones=local_offsets(events, clues, [])), clues), self.told, self._uid)
 
     def _uid(self, source: Source) -> Uid:
         return self.uids[id(source)]

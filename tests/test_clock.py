@@ -415,3 +415,17 @@ def test_a_stamped_line_glued_behind_a_progress_bar_keeps_its_own_time(bar, tmp_
     )
     (event,) = analyze(str(log), jobs=1).events
     assert (event.kind, event.time, event.time_inferred) == ("ray_oom_summary", "2026-01-20T08:13:25.391", False)
+
+
+@pytest.mark.parametrize("hours, zone", [(8, 8 * 3600), (-12, -12 * 3600), (14, 14 * 3600), (-13, None), (77, None)])
+def test_two_clocks_further_apart_than_any_zone_tell_none(hours, zone):
+    """A line's two clocks tell its host's zone only where they lie as far apart as a zone
+    can (UTC-12 to UTC+14): a copy of a log that rewrote one of them (its times moved, a date
+    mangled) tells none, and the times printed with a zone stay where no zone moves them."""
+    from oomlens.clock import local_offsets
+    from oomlens.events import Clue, Event, Source
+
+    utc = datetime(2026, 3, 12, 10, 0, 0)
+    clue = Clue("clock", Source("raylet.out", 1, 1), {"utc": utc.isoformat()}, (utc + timedelta(hours=hours)).isoformat())
+    event = Event(kind="ray_oom_kill", source=Source("raylet.out", 2, 2), text="", time="2026-03-12T10:00:05+00:00")
+    assert local_offsets([event], [clue], []) == ({} if zone is None else {"raylet.out": zone})

@@ -221,17 +221,29 @@ def test_a_repeat_without_a_time_joins_the_failure_above_it_in_the_zone_its_file
         wanted.append(sources)
     text = "\n".join(lines) + "\n"
     found = read_input(Input("paste.log", opener=lambda: io.BytesIO(text.encode())))
+    from oomlens.clock import local_offsets
+
     clues = [c for c in found if isinstance(c, events_module.Clue)]
-    folded = events_module.fold(
-        [e for e in found if isinstance(e, events_module.Event) and e.kind == "vllm_memory_error"], zones=events_module.zones_told(clues)
-    )
+    failures = [e for e in found if isinstance(e, events_module.Event) and e.kind == "vllm_memory_error"]
+    folded = events_module.fold(failures, zones=local_offsets(failures, clues, []))
     assert sorted(sorted(s.line for s in e.sources) for e in folded) == sorted(wanted)
 
 
-def test_a_file_that_told_two_zones_tells_none():
-    from oomlens.events import Clue, Source, zones_told
+def test_folding_reads_a_zoned_time_where_the_clock_shows_it():
+    """A file whose lines told its host's zone more than once, one of them wrong (a line
+    printed across a zone change, or mangled): the clock moves its UTC times by the offset
+    most of its lines tell, and folding compares them at that same local time, so a report
+    the clock shows beside another is folded with it."""
+    from oomlens.clock import local_offsets
+    from oomlens.events import Clue, Event, Source
 
-    def clock(path: str, minutes: int) -> Clue:
-        return Clue("clock", Source(path, 1, 1), {"utc": "2026-01-01T00:00:00", "zone_minutes": minutes}, "2026-01-01T00:00:00")
+    def clock(path: str, local: str, utc: str) -> Clue:
+        return Clue("clock", Source(path, 1, 1), {"utc": utc}, local)
 
-    assert zones_told([clock("a.log", -480), clock("a.log", -480), clock("b.log", 60), clock("b.log", 120)]) == {"a.log": -480 * 60}
+    clues = [clock("a.log", "2026-01-01T00:00:00", "2026-01-01T08:00:00")] * 2 + [clock("a.log", "2026-01-01T01:00:00", "2026-01-01T08:00:00")]
+    said = {"error": "startup_free_memory"}
+    local = Event(kind="vllm_memory_error", source=Source("a.log", 5, 5), text="", time="2026-01-02T03:00:00", fields=dict(said))
+    lent = Event(kind="vllm_memory_error", source=Source("a.log", 7, 7), text="", time="2026-01-02T11:00:10+00:00", time_inferred=True, fields=dict(said))
+    assert local_offsets([local, lent], clues, []) == {"a.log": -8 * 3600}
+    (one,) = events_module.fold([local, lent], zones=local_offsets([local, lent], clues, []))
+    assert [s.line for s in one.sources] == [5, 7]
