@@ -109,20 +109,19 @@ def _take_stamp(line: Line, stamp: Stamp) -> None:
     outer = line.stamp
     if outer is None or stamp.year is not None or outer.year is None:
         line.stamp = stamp
-    elif (year := _year_near(outer, outer.year, stamp)) is not None:
+    elif (year := _year_near(outer, stamp)) is not None:
         line.stamp = stamp._replace(year=year)
     if line.stamp is not outer and outer is not None and outer.zone is not None and stamp.zone is None:
         line.utc = outer  # `docker logs -t` before a program's local stamp
 
 
-def _year_near(outer: Stamp, year: int, inner: Stamp) -> int | None:
-    """The year (the outer's `year`, or one either side) in which `inner` lies nearest
-    `outer`, if within TAKE_REACH_S of it."""
-    at = _wall_seconds(year, outer)
-    near = min(
-        ((abs(t - at), y) for y in (year - 1, year, year + 1) if at is not None and (t := _wall_seconds(y, inner)) is not None),
-        default=None,
-    )
+def _year_near(outer: Stamp, inner: Stamp) -> int | None:
+    """The year (the outer's, or one either side) in which `inner` lies nearest `outer`, if
+    within TAKE_REACH_S of it."""
+    if outer.year is None or (at := _wall_seconds(outer.year, outer)) is None:
+        return None
+    years = (outer.year - 1, outer.year, outer.year + 1)
+    near = min(((abs(t - at), y) for y in years if (t := _wall_seconds(y, inner)) is not None), default=None)
     return near[1] if near is not None and near[0] <= TAKE_REACH_S else None
 
 
