@@ -73,10 +73,7 @@ def _read(item: Input, events: list, reduction: Reduction | None = None, fams: t
     scanner = Scanner(FileContext(item.path, item.role, item.pid, item.node), fams, layout=layout, pools=reduction.readings if reduction is not None else None)
     try:
         for event in scanner.events(stream if tick is None else counted(stream, item, tick)):
-            if reduction is None:
-                events.append(event)
-            else:
-                take_in(events, event, reduction)
+            take_in(events, event, reduction)
     except OSError as err:
         scanner.problems.append(f"read failed after {scanner.bytes_read} bytes: {err.strerror or err}")
     finally:

@@ -112,10 +112,7 @@ def read_range(
         part = _Slice(fh, hi - lo)
         for x in scanner.events(io.BufferedReader(Text(part))):
             # numbered before it is taken: a reading that prints no time is placed by its line
-            if reduction is None:
-                found.append(x)
-            else:
-                take_in(found, x, reduction)
+            take_in(found, x, reduction)
         if part.left:  # the file ended before the range: truncated since it was measured
             scanner.problems.append(f"shrank while read (truncated, as logrotate's copytruncate does): bytes {hi - part.left}-{hi} were gone")
     kept = restored(found, reduction, rows=False)

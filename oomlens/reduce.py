@@ -305,12 +305,13 @@ def counts(tally: Tally) -> tuple[int, int]:
     return readings, sum(seen for kind, (seen, _) in tally.items() if kind not in CLUE_KINDS) - readings
 
 
-def take_in(found: list, x: Event | Clue, reduction: Reduction) -> None:
+def take_in(found: list, x: Event | Clue, reduction: Reduction | None) -> None:
     """Append `x` to a scan's `found` (of input 0), or the gap where `reduction` took it: its
     place is in the list before the reduction records it, so an error of oomlens inside the
     reduction leaves a gap at that place for `restore`, not a place past the list's end."""
-    found.append(None)
-    found[-1] = reduction.take(x, (0, len(found) - 1))
+    found.append(x if reduction is None else None)
+    if reduction is not None:
+        found[-1] = reduction.take(x, (0, len(found) - 1))
 
 
 def reduce_found(found: list, index: int, reduction: Reduction) -> None:
